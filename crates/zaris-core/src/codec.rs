@@ -1,0 +1,129 @@
+//! The one place that knows the binary format (bincode 2.0.1 through serde).
+//!
+//! bincode is unmaintained and its 3.0.0 release is a tombstone, so every encode and decode in the
+//! project goes through here: replacing it later touches one module. Every encoded record starts with
+//! a format-version byte so a future format can be told apart from this one.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use sha2::{Digest as _, Sha256};
+
+use crate::state::State;
+
+/// The format-version byte of records written by this release.
+pub const FORMAT_VERSION: u8 = 1;
+
+/// Upper bound for a record that arrives over the network or sits in a log entry.
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// Upper bound for a snapshot.
+pub const MAX_SNAPSHOT_BYTES: usize = 16 * 1024 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CodecError {
+    #[error("empty record")]
+    Empty,
+    #[error("unknown format version {found} (this build reads version {FORMAT_VERSION})")]
+    UnknownVersion { found: u8 },
+    #[error("record of {len} bytes exceeds the limit of {max} bytes")]
+    TooLarge { len: usize, max: usize },
+    #[error("{trailing} unexpected bytes after the record")]
+    Trailing { trailing: usize },
+    #[error("cannot decode record: {0}")]
+    Decode(String),
+    #[error("cannot encode record: {0}")]
+    Encode(String),
+}
+
+fn config() -> impl bincode::config::Config {
+    bincode::config::standard()
+}
+
+/// Encodes `value` as one version-tagged record.
+pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, CodecError> {
+    let mut out = vec![FORMAT_VERSION];
+    bincode::serde::encode_into_std_write(value, &mut out, config())
+        .map_err(|e| CodecError::Encode(e.to_string()))?;
+    Ok(out)
+}
+
+/// Decodes a record written by [`encode`], refusing records above `max_bytes`, unknown versions
+/// and trailing garbage. Never panics on malformed input.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8], max_bytes: usize) -> Result<T, CodecError> {
+    if bytes.len() > max_bytes {
+        return Err(CodecError::TooLarge {
+            len: bytes.len(),
+            max: max_bytes,
+        });
+    }
+    let (&version, body) = bytes.split_first().ok_or(CodecError::Empty)?;
+    if version != FORMAT_VERSION {
+        return Err(CodecError::UnknownVersion { found: version });
+    }
+    let (value, used) = bincode::serde::decode_from_slice(body, config())
+        .map_err(|e| CodecError::Decode(e.to_string()))?;
+    if used != body.len() {
+        return Err(CodecError::Trailing {
+            trailing: body.len() - used,
+        });
+    }
+    Ok(value)
+}
+
+/// A SHA-256 digest of a state's canonical encoding: equal digests mean equal replicas.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StateDigest(pub [u8; 32]);
+
+impl std::fmt::Display for StateDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+impl std::fmt::Debug for StateDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StateDigest({self})")
+    }
+}
+
+impl State {
+    /// The snapshot: the whole state as one record.
+    pub fn snapshot(&self) -> Result<Vec<u8>, CodecError> {
+        encode(self)
+    }
+
+    /// Rebuilds a state from [`State::snapshot`] bytes, checking its invariants.
+    pub fn restore(bytes: &[u8]) -> Result<State, CodecError> {
+        let state: State = decode(bytes, MAX_SNAPSHOT_BYTES)?;
+        state
+            .check_invariants()
+            .map_err(|broken| CodecError::Decode(format!("snapshot is inconsistent: {broken}")))?;
+        Ok(state)
+    }
+
+    /// The digest of the canonical encoding (iteration order is fixed, so equal states encode to
+    /// equal bytes).
+    /// Streams the encoding through the hash, so a large state is never encoded whole in memory.
+    pub fn digest(&self) -> Result<StateDigest, CodecError> {
+        let mut hasher = HashingWriter(Sha256::new());
+        std::io::Write::write_all(&mut hasher, &[FORMAT_VERSION])
+            .map_err(|e| CodecError::Encode(e.to_string()))?;
+        bincode::serde::encode_into_std_write(self, &mut hasher, config())
+            .map_err(|e| CodecError::Encode(e.to_string()))?;
+        Ok(StateDigest(hasher.0.finalize().into()))
+    }
+}
+
+/// Feeds written bytes to a hasher.
+struct HashingWriter(Sha256);
+
+impl std::io::Write for HashingWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

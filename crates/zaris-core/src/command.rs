@@ -1,0 +1,304 @@
+//! The commands the state machine applies: one [`Request`] per Raft entry.
+//!
+//! Each command is validated twice: statelessly by [`Request::validate`] before it is proposed (so a
+//! bad request never reaches the log), and again, together with the state-dependent checks, when
+//! it is applied (so a request proposed by a node with a bug cannot corrupt the state).
+
+use serde::{Deserialize, Serialize};
+
+use crate::limits::{LimitKind, Limits};
+use crate::outcome::Rejection;
+use crate::types::{Guard, KeySelector, LeaseId, NO_LEASE, RequestId, Revision, Token};
+
+/// One replicated command and, for retry-safe writes, the id that de-duplicates it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Request {
+    /// When set, a second request with the same id returns the first one's response and changes
+    /// nothing.
+    pub request_id: Option<RequestId>,
+    pub command: Command,
+}
+
+impl Request {
+    /// A request without a de-duplication id.
+    pub fn new(command: Command) -> Self {
+        Request {
+            request_id: None,
+            command,
+        }
+    }
+
+    /// A request that is applied at most once per `id`.
+    pub fn with_id(id: RequestId, command: Command) -> Self {
+        Request {
+            request_id: Some(id),
+            command,
+        }
+    }
+}
+
+/// What a lease that the leader found expired looked like when the leader decided to expire it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExpiredLease {
+    pub id: LeaseId,
+    /// The lease's `renewed_revision` as the leader's lessor last saw it. If the lease has been
+    /// renewed since (a renew won the race with the expiry), the expiry is skipped.
+    pub observed_renewed_revision: Revision,
+}
+
+/// A state-machine command.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    /// Create a lease. `id == 0` lets the state machine choose a fresh id.
+    Grant { id: LeaseId, ttl_ms: u64 },
+    /// Renew many leases at once (group-committed keepalives).
+    Renew { ids: Vec<LeaseId> },
+    /// A client revokes a lease: its keys are deleted and its locks released.
+    Revoke { id: LeaseId },
+    /// The leader expires leases whose deadline passed.
+    Expire { leases: Vec<ExpiredLease> },
+    /// Write a key, optionally bound to a lease and guarded by a lock.
+    Put {
+        key: Vec<u8>,
+        value: Vec<u8>,
+        lease: LeaseId,
+        guard: Option<Guard>,
+        prev_kv: bool,
+    },
+    /// Delete the selected keys.
+    Delete {
+        selector: KeySelector,
+        guard: Option<Guard>,
+        prev_kv: bool,
+    },
+    /// Compare, then apply one of two operation lists atomically.
+    Txn(Txn),
+    /// Acquire a lock for a lease: at once if free, else queue (`wait`) or report busy.
+    LockAcquire {
+        name: String,
+        lease: LeaseId,
+        wait: bool,
+    },
+    /// Release a held lock; fenced: the token must be the holder's.
+    LockRelease {
+        name: String,
+        lease: LeaseId,
+        token: Token,
+    },
+    /// Stop waiting for a lock (a waiter that timed out). If the lock was handed to the lease in the
+    /// meantime, the outcome says so and the lock stays held.
+    LockCancel { name: String, lease: LeaseId },
+}
+
+/// A compare-then-else transaction.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Txn {
+    pub compares: Vec<Compare>,
+    pub success: Vec<TxnOp>,
+    pub failure: Vec<TxnOp>,
+    /// When set, the whole transaction applies only while the guard holds.
+    pub guard: Option<Guard>,
+}
+
+/// One condition on one key. A missing key has version, revisions and lease 0, and no value: a
+/// value comparison against a missing key is false whatever the operator.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Compare {
+    pub key: Vec<u8>,
+    pub target: CompareTarget,
+    pub op: CompareOp,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CompareTarget {
+    Value(Vec<u8>),
+    Version(u64),
+    CreateRevision(Revision),
+    ModRevision(Revision),
+    Lease(LeaseId),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CompareOp {
+    Equal,
+    NotEqual,
+    Greater,
+    Less,
+}
+
+impl CompareOp {
+    pub fn holds<T: Ord + ?Sized>(self, actual: &T, expected: &T) -> bool {
+        match self {
+            CompareOp::Equal => actual == expected,
+            CompareOp::NotEqual => actual != expected,
+            CompareOp::Greater => actual > expected,
+            CompareOp::Less => actual < expected,
+        }
+    }
+}
+
+/// An operation inside a transaction branch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TxnOp {
+    Put {
+        key: Vec<u8>,
+        value: Vec<u8>,
+        lease: LeaseId,
+    },
+    Delete {
+        selector: KeySelector,
+    },
+    Get {
+        selector: KeySelector,
+        limit: u32,
+    },
+}
+
+impl Request {
+    /// Stateless validation: sizes, ranges, counts. Run before proposing; the state machine runs it
+    /// again on apply.
+    pub fn validate(&self, limits: &Limits) -> Result<(), Rejection> {
+        match &self.command {
+            Command::Grant { ttl_ms, .. } => check_ttl(*ttl_ms, limits),
+            Command::Renew { ids } => check_ids(ids.len(), ids.iter().copied(), limits),
+            Command::Revoke { id } => check_ids(1, std::iter::once(*id), limits),
+            Command::Expire { leases } => {
+                check_ids(leases.len(), leases.iter().map(|l| l.id), limits)
+            }
+            Command::Put {
+                key, value, guard, ..
+            } => {
+                check_key(key, limits)?;
+                check_value(value, limits)?;
+                check_guard(guard.as_ref(), limits)
+            }
+            Command::Delete {
+                selector, guard, ..
+            } => {
+                check_selector(selector, limits)?;
+                check_guard(guard.as_ref(), limits)
+            }
+            Command::Txn(txn) => {
+                let ops = txn.compares.len() + txn.success.len() + txn.failure.len();
+                check_count(LimitKind::TxnOps, ops, limits)?;
+                for compare in &txn.compares {
+                    check_key(&compare.key, limits)?;
+                    if let CompareTarget::Value(v) = &compare.target {
+                        check_value(v, limits)?;
+                    }
+                }
+                for op in txn.success.iter().chain(&txn.failure) {
+                    match op {
+                        TxnOp::Put { key, value, .. } => {
+                            check_key(key, limits)?;
+                            check_value(value, limits)?;
+                        }
+                        TxnOp::Delete { selector } | TxnOp::Get { selector, .. } => {
+                            check_selector(selector, limits)?
+                        }
+                    }
+                }
+                check_guard(txn.guard.as_ref(), limits)
+            }
+            Command::LockAcquire { name, lease, .. } | Command::LockCancel { name, lease } => {
+                check_lock_name(name, limits)?;
+                check_lease_id(*lease)
+            }
+            Command::LockRelease { name, lease, .. } => {
+                check_lock_name(name, limits)?;
+                check_lease_id(*lease)
+            }
+        }
+    }
+}
+
+fn check_ttl(ttl_ms: u64, limits: &Limits) -> Result<(), Rejection> {
+    if ttl_ms < limits.min_ttl_ms || ttl_ms > limits.max_ttl_ms {
+        return Err(Rejection::TtlOutOfRange {
+            ttl_ms,
+            min_ttl_ms: limits.min_ttl_ms,
+            max_ttl_ms: limits.max_ttl_ms,
+        });
+    }
+    Ok(())
+}
+
+fn check_lease_id(id: LeaseId) -> Result<(), Rejection> {
+    if id == NO_LEASE {
+        return Err(Rejection::InvalidArgument(
+            "lease id 0 is reserved for \"no lease\"".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn check_ids(
+    len: usize,
+    mut ids: impl Iterator<Item = LeaseId>,
+    limits: &Limits,
+) -> Result<(), Rejection> {
+    if len == 0 {
+        return Err(Rejection::InvalidArgument("no lease ids given".into()));
+    }
+    check_count(LimitKind::BatchIds, len, limits)?;
+    ids.try_for_each(check_lease_id)
+}
+
+fn check_count(kind: LimitKind, len: usize, limits: &Limits) -> Result<(), Rejection> {
+    let limit = limits.get(kind);
+    if len as u64 > limit {
+        return Err(Rejection::LimitExceeded {
+            limit: kind,
+            max: limit,
+            actual: len as u64,
+        });
+    }
+    Ok(())
+}
+
+fn check_key(key: &[u8], limits: &Limits) -> Result<(), Rejection> {
+    if key.is_empty() {
+        return Err(Rejection::InvalidArgument("key must not be empty".into()));
+    }
+    check_count(LimitKind::KeyBytes, key.len(), limits)
+}
+
+fn check_value(value: &[u8], limits: &Limits) -> Result<(), Rejection> {
+    check_count(LimitKind::ValueBytes, value.len(), limits)
+}
+
+fn check_selector(selector: &KeySelector, limits: &Limits) -> Result<(), Rejection> {
+    let (start, end) = selector.key_bytes();
+    match selector {
+        KeySelector::Key(_) => check_key(start, limits),
+        // The empty prefix selects everything: allowed, like etcd's `--prefix ""`.
+        KeySelector::Prefix(_) => check_count(LimitKind::KeyBytes, start.len(), limits),
+        KeySelector::Range { .. } => {
+            check_count(LimitKind::KeyBytes, start.len(), limits)?;
+            check_count(LimitKind::KeyBytes, end.len(), limits)?;
+            if !end.is_empty() && end <= start {
+                return Err(Rejection::InvalidArgument(
+                    "range end must be greater than range start (or empty for \"to the end\")"
+                        .into(),
+                ));
+            }
+            Ok(())
+        }
+    }
+}
+
+fn check_lock_name(name: &str, limits: &Limits) -> Result<(), Rejection> {
+    if name.is_empty() {
+        return Err(Rejection::InvalidArgument(
+            "lock name must not be empty".into(),
+        ));
+    }
+    check_count(LimitKind::LockNameBytes, name.len(), limits)
+}
+
+fn check_guard(guard: Option<&Guard>, limits: &Limits) -> Result<(), Rejection> {
+    match guard {
+        Some(guard) => check_lock_name(&guard.lock, limits),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,230 @@
+//! The lessor: one node's table of lease deadlines on its own monotonic clock.
+//!
+//! Every node feeds it from apply effects (a grant or renew applied at local time `now` lives until
+//! `now + ttl`); only the Raft leader asks it which leases are overdue. Time is an input: callers
+//! pass milliseconds of a monotonic clock, so the lessor is deterministic under test.
+//!
+//! Deadlines are ordered in a `BTreeSet`, so refresh, removal and finding the next overdue lease are
+//! O(log n); promotion rebuilds the index once, in O(n).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::command::ExpiredLease;
+use crate::outcome::LeaseEffect;
+use crate::types::{LeaseId, Revision};
+
+/// Default sustained expiry rate, in leases per second.
+pub const DEFAULT_REVOKE_RATE_PER_S: u32 = 10_000;
+/// Default number of expiries that may go out at once after a quiet period.
+pub const DEFAULT_REVOKE_BURST: u32 = 10_000;
+/// Default wait before a lease whose expiry was proposed is proposed again (the proposal may have
+/// been lost in a leader change).
+pub const DEFAULT_RETRY_AFTER_MS: u64 = 1_000;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LessorConfig {
+    /// Sustained expiry rate, so a burst of expiring leases cannot crowd out other requests.
+    pub revoke_rate_per_s: u32,
+    /// Expiries allowed at once after a quiet period.
+    pub revoke_burst: u32,
+    /// How long an overdue lease handed out by [`Lessor::expired`] is held back before it is
+    /// handed out again.
+    pub retry_after_ms: u64,
+}
+
+impl Default for LessorConfig {
+    fn default() -> Self {
+        LessorConfig {
+            revoke_rate_per_s: DEFAULT_REVOKE_RATE_PER_S,
+            revoke_burst: DEFAULT_REVOKE_BURST,
+            retry_after_ms: DEFAULT_RETRY_AFTER_MS,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Tracked {
+    deadline_ms: u64,
+    renewed_revision: Revision,
+}
+
+/// A token bucket in thousandths of a token, so refill needs no floating point.
+#[derive(Clone, Debug)]
+struct Bucket {
+    milli_tokens: u64,
+    refilled_at_ms: u64,
+}
+
+#[derive(Debug)]
+pub struct Lessor {
+    config: LessorConfig,
+    leases: BTreeMap<LeaseId, Tracked>,
+    by_deadline: BTreeSet<(u64, LeaseId)>,
+    primary: bool,
+    bucket: Bucket,
+}
+
+impl Lessor {
+    pub fn new(config: LessorConfig) -> Self {
+        let milli_tokens = u64::from(config.revoke_burst) * 1_000;
+        Lessor {
+            config,
+            leases: BTreeMap::new(),
+            by_deadline: BTreeSet::new(),
+            primary: false,
+            bucket: Bucket {
+                milli_tokens,
+                refilled_at_ms: 0,
+            },
+        }
+    }
+
+    /// Records what an applied command did to leases, at local time `now_ms`.
+    pub fn observe(&mut self, now_ms: u64, effect: &LeaseEffect) {
+        match *effect {
+            LeaseEffect::Refreshed {
+                id,
+                ttl_ms,
+                renewed_revision,
+            } => self.refresh(now_ms, id, ttl_ms, renewed_revision),
+            LeaseEffect::Revoked { id, .. } => self.remove(id),
+        }
+    }
+
+    /// The lease lives until `now_ms + ttl_ms`.
+    pub fn refresh(&mut self, now_ms: u64, id: LeaseId, ttl_ms: u64, renewed_revision: Revision) {
+        self.set(
+            id,
+            Tracked {
+                deadline_ms: now_ms.saturating_add(ttl_ms),
+                renewed_revision,
+            },
+        );
+    }
+
+    pub fn remove(&mut self, id: LeaseId) {
+        if let Some(old) = self.leases.remove(&id) {
+            self.by_deadline.remove(&(old.deadline_ms, id));
+        }
+    }
+
+    /// Replaces the table, e.g. after a snapshot was installed: every lease gets a full TTL from
+    /// `now_ms`, the conservative choice when its last renewal time is unknown here.
+    pub fn reset(
+        &mut self,
+        now_ms: u64,
+        leases: impl IntoIterator<Item = (LeaseId, u64, Revision)>,
+    ) {
+        self.leases.clear();
+        self.by_deadline.clear();
+        for (id, ttl_ms, renewed_revision) in leases {
+            self.refresh(now_ms, id, ttl_ms, renewed_revision);
+        }
+    }
+
+    /// Called when this node became Raft leader and has applied everything committed before its
+    /// term: every deadline becomes `max(deadline, now) + extend_ms` (never shorter), and expiry
+    /// starts. `extend_ms` is one election timeout: the time a previous leader may still have been
+    /// acknowledging renewals this node has not yet seen applied.
+    pub fn promote(&mut self, now_ms: u64, extend_ms: u64) {
+        for tracked in self.leases.values_mut() {
+            tracked.deadline_ms = tracked.deadline_ms.max(now_ms).saturating_add(extend_ms);
+        }
+        self.by_deadline = self
+            .leases
+            .iter()
+            .map(|(id, t)| (t.deadline_ms, *id))
+            .collect();
+        self.bucket = Bucket {
+            milli_tokens: u64::from(self.config.revoke_burst) * 1_000,
+            refilled_at_ms: now_ms,
+        };
+        self.primary = true;
+    }
+
+    /// Called the moment this node stops being leader: it expires nothing from now on.
+    pub fn demote(&mut self) {
+        self.primary = false;
+    }
+
+    pub fn is_primary(&self) -> bool {
+        self.primary
+    }
+
+    /// Up to `max_batch` overdue leases (earliest deadline first), within the revoke rate; empty
+    /// unless this node is primary. Each lease returned is held back for `retry_after_ms`, so a
+    /// lease whose expiry is in flight is not proposed twice; if the expiry is lost, it comes back.
+    pub fn expired(&mut self, now_ms: u64, max_batch: usize) -> Vec<ExpiredLease> {
+        if !self.primary {
+            return Vec::new();
+        }
+        self.refill(now_ms);
+        let allowed = (self.bucket.milli_tokens / 1_000).min(max_batch as u64) as usize;
+        let due: Vec<(u64, LeaseId)> = self
+            .by_deadline
+            .iter()
+            .take_while(|(deadline, _)| *deadline <= now_ms)
+            .take(allowed)
+            .copied()
+            .collect();
+        self.bucket.milli_tokens -= due.len() as u64 * 1_000;
+        let retry_at = now_ms.saturating_add(self.config.retry_after_ms);
+        due.into_iter()
+            .filter_map(|(_, id)| {
+                let tracked = *self.leases.get(&id)?;
+                self.set(
+                    id,
+                    Tracked {
+                        deadline_ms: retry_at,
+                        ..tracked
+                    },
+                );
+                Some(ExpiredLease {
+                    id,
+                    observed_renewed_revision: tracked.renewed_revision,
+                })
+            })
+            .collect()
+    }
+
+    /// The earliest deadline, to know how long the expiry loop may sleep.
+    pub fn next_deadline_ms(&self) -> Option<u64> {
+        self.by_deadline.first().map(|(deadline, _)| *deadline)
+    }
+
+    /// This node's deadline for a lease.
+    pub fn deadline_ms(&self, id: LeaseId) -> Option<u64> {
+        self.leases.get(&id).map(|t| t.deadline_ms)
+    }
+
+    /// Milliseconds left until this node considers the lease overdue (0 if already overdue).
+    pub fn remaining_ms(&self, now_ms: u64, id: LeaseId) -> Option<u64> {
+        self.deadline_ms(id).map(|d| d.saturating_sub(now_ms))
+    }
+
+    pub fn len(&self) -> usize {
+        self.leases.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.leases.is_empty()
+    }
+
+    fn set(&mut self, id: LeaseId, tracked: Tracked) {
+        if let Some(old) = self.leases.insert(id, tracked) {
+            self.by_deadline.remove(&(old.deadline_ms, id));
+        }
+        self.by_deadline.insert((tracked.deadline_ms, id));
+    }
+
+    fn refill(&mut self, now_ms: u64) {
+        let elapsed_ms = now_ms.saturating_sub(self.bucket.refilled_at_ms);
+        let cap = u64::from(self.config.revoke_burst) * 1_000;
+        self.bucket.milli_tokens = self
+            .bucket
+            .milli_tokens
+            .saturating_add(elapsed_ms.saturating_mul(u64::from(self.config.revoke_rate_per_s)))
+            .min(cap);
+        self.bucket.refilled_at_ms = self.bucket.refilled_at_ms.max(now_ms);
+    }
+}

@@ -1,0 +1,141 @@
+//! Every bound the state machine enforces, in one place.
+//!
+//! Limits are part of the replicated state (fixed when the cluster is bootstrapped) so that every
+//! node applies the same log with the same bounds: a node configured differently must not be able to
+//! accept what the others reject.
+
+use serde::{Deserialize, Serialize};
+
+/// Largest key, in bytes.
+pub const DEFAULT_MAX_KEY_BYTES: u32 = 4 * 1024;
+/// Largest value, in bytes.
+pub const DEFAULT_MAX_VALUE_BYTES: u32 = 1024 * 1024;
+/// Largest lock name, in bytes.
+pub const DEFAULT_MAX_LOCK_NAME_BYTES: u32 = 256;
+/// Shortest TTL. Must exceed the election timeout so a leader change cannot expire a lease that was
+/// renewed on time (the server checks this against its configuration at start).
+pub const DEFAULT_MIN_TTL_MS: u64 = 2_000;
+/// Longest TTL: one week.
+pub const DEFAULT_MAX_TTL_MS: u64 = 7 * 24 * 3_600 * 1_000;
+/// Compares plus operations (both branches) in one transaction.
+pub const DEFAULT_MAX_TXN_OPS: u32 = 128;
+/// Lease ids in one renew or revoke batch.
+pub const DEFAULT_MAX_BATCH_IDS: u32 = 10_000;
+/// Leases queued behind a lock's holder.
+pub const DEFAULT_MAX_WAITERS_PER_LOCK: u32 = 1_000;
+/// Keys bound to one lease.
+pub const DEFAULT_MAX_KEYS_PER_LEASE: u32 = 10_000;
+/// Live leases in the cluster.
+pub const DEFAULT_MAX_LEASES: u64 = 5_000_000;
+/// Remembered request ids for de-duplicating retried writes.
+pub const DEFAULT_DEDUP_CAPACITY: u32 = 65_536;
+
+/// The bounds, validated before a request is proposed and re-checked when it is applied.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    pub max_key_bytes: u32,
+    pub max_value_bytes: u32,
+    pub max_lock_name_bytes: u32,
+    pub min_ttl_ms: u64,
+    pub max_ttl_ms: u64,
+    pub max_txn_ops: u32,
+    pub max_batch_ids: u32,
+    pub max_waiters_per_lock: u32,
+    pub max_keys_per_lease: u32,
+    pub max_leases: u64,
+    pub dedup_capacity: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_key_bytes: DEFAULT_MAX_KEY_BYTES,
+            max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
+            max_lock_name_bytes: DEFAULT_MAX_LOCK_NAME_BYTES,
+            min_ttl_ms: DEFAULT_MIN_TTL_MS,
+            max_ttl_ms: DEFAULT_MAX_TTL_MS,
+            max_txn_ops: DEFAULT_MAX_TXN_OPS,
+            max_batch_ids: DEFAULT_MAX_BATCH_IDS,
+            max_waiters_per_lock: DEFAULT_MAX_WAITERS_PER_LOCK,
+            max_keys_per_lease: DEFAULT_MAX_KEYS_PER_LEASE,
+            max_leases: DEFAULT_MAX_LEASES,
+            dedup_capacity: DEFAULT_DEDUP_CAPACITY,
+        }
+    }
+}
+
+/// Names a limit in rejections, so the message can say which one was hit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LimitKind {
+    KeyBytes,
+    ValueBytes,
+    LockNameBytes,
+    TxnOps,
+    BatchIds,
+    WaitersPerLock,
+    KeysPerLease,
+    Leases,
+}
+
+impl LimitKind {
+    /// The name used in messages and in the API reference.
+    pub fn name(self) -> &'static str {
+        match self {
+            LimitKind::KeyBytes => "max_key_bytes",
+            LimitKind::ValueBytes => "max_value_bytes",
+            LimitKind::LockNameBytes => "max_lock_name_bytes",
+            LimitKind::TxnOps => "max_txn_ops",
+            LimitKind::BatchIds => "max_batch_ids",
+            LimitKind::WaitersPerLock => "max_waiters_per_lock",
+            LimitKind::KeysPerLease => "max_keys_per_lease",
+            LimitKind::Leases => "max_leases",
+        }
+    }
+}
+
+impl std::fmt::Display for LimitKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Limits {
+    /// The bound a [`LimitKind`] names.
+    pub fn get(&self, kind: LimitKind) -> u64 {
+        match kind {
+            LimitKind::KeyBytes => self.max_key_bytes.into(),
+            LimitKind::ValueBytes => self.max_value_bytes.into(),
+            LimitKind::LockNameBytes => self.max_lock_name_bytes.into(),
+            LimitKind::TxnOps => self.max_txn_ops.into(),
+            LimitKind::BatchIds => self.max_batch_ids.into(),
+            LimitKind::WaitersPerLock => self.max_waiters_per_lock.into(),
+            LimitKind::KeysPerLease => self.max_keys_per_lease.into(),
+            LimitKind::Leases => self.max_leases,
+        }
+    }
+
+    /// Checks that the limits themselves make sense (used when a cluster is bootstrapped).
+    pub fn check(&self) -> Result<(), String> {
+        if self.min_ttl_ms == 0 || self.min_ttl_ms > self.max_ttl_ms {
+            return Err(format!(
+                "TTL bounds are inconsistent: min_ttl_ms={} max_ttl_ms={}",
+                self.min_ttl_ms, self.max_ttl_ms
+            ));
+        }
+        let nonzero = [
+            (LimitKind::KeyBytes, self.max_key_bytes as u64),
+            (LimitKind::ValueBytes, self.max_value_bytes as u64),
+            (LimitKind::LockNameBytes, self.max_lock_name_bytes as u64),
+            (LimitKind::TxnOps, self.max_txn_ops as u64),
+            (LimitKind::BatchIds, self.max_batch_ids as u64),
+            (LimitKind::KeysPerLease, self.max_keys_per_lease as u64),
+            (LimitKind::Leases, self.max_leases),
+        ];
+        for (kind, value) in nonzero {
+            if value == 0 {
+                return Err(format!("{kind} must be at least 1"));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,187 @@
+//! Keys: put, delete, range selection, and binding keys to leases.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use super::{State, Stored};
+use crate::limits::LimitKind;
+use crate::outcome::{Effects, Event, EventKind, Rejection};
+use crate::types::{KeySelector, KeyValue, LeaseId, NO_LEASE, Revision};
+
+impl State {
+    /// The stored keys a selector matches, in key order.
+    pub(super) fn select<'a>(
+        &'a self,
+        selector: &'a KeySelector,
+    ) -> Box<dyn Iterator<Item = (&'a [u8], &'a Stored)> + 'a> {
+        match selector {
+            KeySelector::Key(key) => Box::new(
+                self.kv
+                    .get_key_value(key.as_slice())
+                    .map(|(k, s)| (k.as_slice(), s))
+                    .into_iter(),
+            ),
+            KeySelector::Prefix(prefix) => Box::new(
+                self.kv
+                    .range::<[u8], _>((Bound::Included(prefix.as_slice()), Bound::Unbounded))
+                    .take_while(move |(k, _)| k.starts_with(prefix))
+                    .map(|(k, s)| (k.as_slice(), s)),
+            ),
+            KeySelector::Range { start, end } => {
+                let upper = if end.is_empty() {
+                    Bound::Unbounded
+                } else {
+                    Bound::Excluded(end.as_slice())
+                };
+                Box::new(
+                    self.kv
+                        .range::<[u8], _>((Bound::Included(start.as_slice()), upper))
+                        .map(|(k, s)| (k.as_slice(), s)),
+                )
+            }
+        }
+    }
+
+    /// The keys bound to a lease, in key order.
+    pub(super) fn keys_of(&self, lease: LeaseId) -> impl Iterator<Item = &[u8]> + '_ {
+        self.lease_keys
+            .range((lease, Vec::new())..)
+            .take_while(move |(l, _)| *l == lease)
+            .map(|(_, k)| k.as_slice())
+    }
+
+    /// Checks that `keys` may be bound to `lease`: it exists and stays within its key limit.
+    /// Keys already bound to it do not count again.
+    pub(super) fn check_can_bind<'k>(
+        &self,
+        lease: LeaseId,
+        keys: impl Iterator<Item = &'k [u8]>,
+    ) -> Result<(), Rejection> {
+        if lease == NO_LEASE {
+            return Ok(());
+        }
+        let Some(stored_lease) = self.leases.get(&lease) else {
+            return Err(Rejection::LeaseNotFound(lease));
+        };
+        let mut new_keys: Vec<&[u8]> = keys
+            .filter(|k| self.kv.get(*k).is_none_or(|s| s.lease != lease))
+            .collect();
+        new_keys.sort_unstable();
+        new_keys.dedup();
+        let total = stored_lease.key_count as u64 + new_keys.len() as u64;
+        let max = self.limits.max_keys_per_lease as u64;
+        if total > max {
+            return Err(Rejection::LimitExceeded {
+                limit: LimitKind::KeysPerLease,
+                max,
+                actual: total,
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes a key (the caller has checked the lease); returns the previous key-value.
+    pub(super) fn put(
+        &mut self,
+        rev: Revision,
+        key: &[u8],
+        value: &[u8],
+        lease: LeaseId,
+        fx: &mut Effects,
+    ) -> Option<KeyValue> {
+        let prev = self.kv.get(key).map(|s| s.to_kv(key));
+        let (create_revision, version) = match &prev {
+            Some(p) => (p.create_revision, p.version + 1),
+            None => (rev, 1),
+        };
+        let prev_lease = prev.as_ref().map_or(NO_LEASE, |p| p.lease);
+        if prev_lease != lease {
+            self.unbind(prev_lease, key);
+            self.bind(lease, key);
+        }
+        let stored = Stored {
+            value: value.to_vec(),
+            create_revision,
+            mod_revision: rev,
+            version,
+            lease,
+        };
+        fx.events.push(Event {
+            kind: EventKind::Put,
+            kv: stored.to_kv(key),
+            prev: prev.clone(),
+            lease,
+        });
+        self.kv.insert(key.to_vec(), stored);
+        prev
+    }
+
+    /// Deletes the selected keys; returns them as they were.
+    pub(super) fn delete(
+        &mut self,
+        rev: Revision,
+        selector: &KeySelector,
+        fx: &mut Effects,
+    ) -> Vec<KeyValue> {
+        let keys: Vec<Vec<u8>> = self.select(selector).map(|(k, _)| k.to_vec()).collect();
+        keys.into_iter()
+            .filter_map(|key| self.remove_key(rev, &key, EventKind::Delete, NO_LEASE, fx))
+            .collect()
+    }
+
+    /// Removes one key, unbinding it, and records the event.
+    pub(super) fn remove_key(
+        &mut self,
+        rev: Revision,
+        key: &[u8],
+        kind: EventKind,
+        cause_lease: LeaseId,
+        fx: &mut Effects,
+    ) -> Option<KeyValue> {
+        let stored = self.kv.remove(key)?;
+        self.unbind(stored.lease, key);
+        let prev = stored.to_kv(key);
+        fx.events.push(Event {
+            kind,
+            kv: KeyValue {
+                key: key.to_vec(),
+                value: Vec::new(),
+                create_revision: 0,
+                mod_revision: rev,
+                version: 0,
+                lease: NO_LEASE,
+            },
+            prev: Some(prev.clone()),
+            lease: cause_lease,
+        });
+        Some(prev)
+    }
+
+    fn bind(&mut self, lease: LeaseId, key: &[u8]) {
+        if let Some(l) = self.leases.get_mut(&lease) {
+            l.key_count += 1;
+            self.lease_keys.insert((lease, key.to_vec()));
+        }
+    }
+
+    fn unbind(&mut self, lease: LeaseId, key: &[u8]) {
+        if let Some(l) = self.leases.get_mut(&lease) {
+            l.key_count = l.key_count.saturating_sub(1);
+            self.lease_keys.remove(&(lease, key.to_vec()));
+        }
+    }
+}
+
+/// Counts, per lease, the keys a list of puts would newly bind. Used to check a transaction's
+/// branch as a whole before any of it applies.
+pub(super) fn puts_by_lease<'a>(
+    puts: impl Iterator<Item = (&'a [u8], LeaseId)>,
+) -> BTreeMap<LeaseId, Vec<&'a [u8]>> {
+    let mut by_lease: BTreeMap<LeaseId, Vec<&'a [u8]>> = BTreeMap::new();
+    for (key, lease) in puts {
+        if lease != NO_LEASE {
+            by_lease.entry(lease).or_default().push(key);
+        }
+    }
+    by_lease
+}

@@ -1,0 +1,189 @@
+//! Leases: grant, renew, revoke, expire — and what ending a lease does to its keys and locks.
+
+use std::collections::BTreeSet;
+
+use super::{Holder, Lease, State};
+use crate::command::ExpiredLease;
+use crate::limits::LimitKind;
+use crate::outcome::{Effects, EventKind, LeaseEffect, LockEffect, Outcome, Rejection, Response};
+use crate::types::{LeaseId, NO_LEASE, Revision};
+
+impl State {
+    pub(super) fn grant(
+        &mut self,
+        rev: Revision,
+        requested: LeaseId,
+        ttl_ms: u64,
+        fx: &mut Effects,
+    ) -> Response {
+        if self.leases.len() as u64 >= self.limits.max_leases {
+            return Err(Rejection::LimitExceeded {
+                limit: LimitKind::Leases,
+                max: self.limits.max_leases,
+                actual: self.leases.len() as u64 + 1,
+            });
+        }
+        let id = if requested == NO_LEASE {
+            // Server-chosen ids come from a counter that never goes back, so the state machine
+            // never hands out an id it handed out before; it skips ids clients chose.
+            let mut id = self.next_lease_id.max(1);
+            while self.leases.contains_key(&id) {
+                id += 1;
+            }
+            self.next_lease_id = id + 1;
+            id
+        } else if self.leases.contains_key(&requested) {
+            return Err(Rejection::LeaseExists(requested));
+        } else {
+            requested
+        };
+        self.leases.insert(
+            id,
+            Lease {
+                ttl_ms,
+                granted_revision: rev,
+                renewed_revision: rev,
+                key_count: 0,
+                holding: BTreeSet::new(),
+                waiting: BTreeSet::new(),
+            },
+        );
+        fx.leases.push(LeaseEffect::Refreshed {
+            id,
+            ttl_ms,
+            renewed_revision: rev,
+        });
+        Ok(Outcome::Granted { id, ttl_ms })
+    }
+
+    pub(super) fn renew(&mut self, rev: Revision, ids: &[LeaseId], fx: &mut Effects) -> Outcome {
+        let mut renewed = Vec::new();
+        let mut not_found = Vec::new();
+        for id in ids {
+            match self.leases.get_mut(id) {
+                Some(lease) => {
+                    lease.renewed_revision = rev;
+                    renewed.push((*id, lease.ttl_ms));
+                    fx.leases.push(LeaseEffect::Refreshed {
+                        id: *id,
+                        ttl_ms: lease.ttl_ms,
+                        renewed_revision: rev,
+                    });
+                }
+                None => not_found.push(*id),
+            }
+        }
+        Outcome::Renewed { renewed, not_found }
+    }
+
+    pub(super) fn revoke(&mut self, rev: Revision, id: LeaseId, fx: &mut Effects) -> Response {
+        if !self.leases.contains_key(&id) {
+            return Err(Rejection::LeaseNotFound(id));
+        }
+        let keys_deleted = self.end_leases(rev, &[id], EventKind::Revoke, fx);
+        Ok(Outcome::Revoked { id, keys_deleted })
+    }
+
+    /// Expires the leases the leader found overdue, except those renewed after the leader looked
+    /// (the renew won the race) and those already gone.
+    pub(super) fn expire(
+        &mut self,
+        rev: Revision,
+        leases: &[ExpiredLease],
+        fx: &mut Effects,
+    ) -> Outcome {
+        let mut revoked = Vec::new();
+        let mut skipped = Vec::new();
+        let mut seen = BTreeSet::new();
+        for expired in leases {
+            let overdue = seen.insert(expired.id)
+                && self
+                    .leases
+                    .get(&expired.id)
+                    .is_some_and(|l| l.renewed_revision <= expired.observed_renewed_revision);
+            if overdue {
+                revoked.push(expired.id);
+            } else {
+                skipped.push(expired.id);
+            }
+        }
+        self.end_leases(rev, &revoked, EventKind::Expire, fx);
+        Outcome::Expired { revoked, skipped }
+    }
+
+    /// Ends live leases in one step: deletes their keys, drops their queue places and releases their
+    /// locks; only then hands each released lock to its next waiter, so a lock changes hands at most
+    /// once per entry (and its token strictly increases). Returns the number of keys deleted.
+    fn end_leases(
+        &mut self,
+        rev: Revision,
+        ids: &[LeaseId],
+        kind: EventKind,
+        fx: &mut Effects,
+    ) -> u64 {
+        let mut keys_deleted = 0;
+        let mut released = BTreeSet::new();
+        for &id in ids {
+            let keys: Vec<Vec<u8>> = self.keys_of(id).map(<[u8]>::to_vec).collect();
+            for key in keys {
+                if self.remove_key(rev, &key, kind, id, fx).is_some() {
+                    keys_deleted += 1;
+                }
+            }
+            let Some(lease) = self.leases.remove(&id) else {
+                continue;
+            };
+            for name in &lease.waiting {
+                if let Some(lock) = self.locks.get_mut(name) {
+                    lock.waiters.retain(|w| *w != id);
+                }
+            }
+            for name in lease.holding {
+                if let Some(lock) = self.locks.get(&name) {
+                    fx.locks.push(LockEffect::Released {
+                        name: name.clone(),
+                        lease: id,
+                        token: lock.holder.token,
+                    });
+                }
+                released.insert(name);
+            }
+            fx.leases.push(LeaseEffect::Revoked {
+                id,
+                expired: kind == EventKind::Expire,
+            });
+        }
+        for name in released {
+            self.hand_over(rev, &name, fx);
+        }
+        keys_deleted
+    }
+
+    /// Passes a lock whose holder let go to its next waiter, or removes it if nobody waits.
+    pub(super) fn hand_over(
+        &mut self,
+        rev: Revision,
+        name: &str,
+        fx: &mut Effects,
+    ) -> Option<(LeaseId, u64)> {
+        let lock = self.locks.get_mut(name)?;
+        let Some(next) = lock.waiters.pop_front() else {
+            self.locks.remove(name);
+            return None;
+        };
+        lock.holder = Holder {
+            lease: next,
+            token: rev,
+        };
+        if let Some(lease) = self.leases.get_mut(&next) {
+            lease.waiting.remove(name);
+            lease.holding.insert(name.to_string());
+        }
+        fx.locks.push(LockEffect::Acquired {
+            name: name.to_string(),
+            lease: next,
+            token: rev,
+        });
+        Some((next, rev))
+    }
+}

@@ -1,0 +1,130 @@
+//! Locks: acquire (at once or queued FIFO), fenced release, and withdrawing from the queue.
+
+use std::collections::VecDeque;
+
+use super::{Holder, Lock, State};
+use crate::limits::LimitKind;
+use crate::outcome::{
+    CancelOutcome, Effects, LockEffect, LockOutcome, Outcome, Rejection, Response,
+};
+use crate::types::{LeaseId, Revision, Token};
+
+impl State {
+    pub(super) fn lock_acquire(
+        &mut self,
+        rev: Revision,
+        name: &str,
+        lease: LeaseId,
+        wait: bool,
+        fx: &mut Effects,
+    ) -> Response {
+        if !self.leases.contains_key(&lease) {
+            return Err(Rejection::LeaseNotFound(lease));
+        }
+        let max_waiters = self.limits.max_waiters_per_lock;
+        let outcome = match self.locks.get_mut(name) {
+            None => {
+                self.locks.insert(
+                    name.to_string(),
+                    Lock {
+                        holder: Holder { lease, token: rev },
+                        waiters: VecDeque::new(),
+                    },
+                );
+                if let Some(l) = self.leases.get_mut(&lease) {
+                    l.holding.insert(name.to_string());
+                }
+                fx.locks.push(LockEffect::Acquired {
+                    name: name.to_string(),
+                    lease,
+                    token: rev,
+                });
+                LockOutcome::Held { token: rev }
+            }
+            // Re-acquiring is idempotent: a client retrying after a lost response learns its token.
+            Some(lock) if lock.holder.lease == lease => LockOutcome::Held {
+                token: lock.holder.token,
+            },
+            Some(lock) => {
+                if let Some(at) = lock.waiters.iter().position(|w| *w == lease) {
+                    LockOutcome::Queued {
+                        position: at as u32 + 1,
+                    }
+                } else if !wait {
+                    LockOutcome::Busy {
+                        holder: lock.holder.lease,
+                        token: lock.holder.token,
+                    }
+                } else if lock.waiters.len() >= max_waiters as usize {
+                    return Err(Rejection::LimitExceeded {
+                        limit: LimitKind::WaitersPerLock,
+                        max: max_waiters.into(),
+                        actual: lock.waiters.len() as u64 + 1,
+                    });
+                } else {
+                    lock.waiters.push_back(lease);
+                    if let Some(l) = self.leases.get_mut(&lease) {
+                        l.waiting.insert(name.to_string());
+                    }
+                    LockOutcome::Queued {
+                        position: lock.waiters.len() as u32,
+                    }
+                }
+            }
+        };
+        Ok(Outcome::Lock(outcome))
+    }
+
+    /// Releases a lock if `lease` holds it with `token`; a stale token is rejected, so a holder that
+    /// lost the lock cannot release its successor's.
+    pub(super) fn lock_release(
+        &mut self,
+        rev: Revision,
+        name: &str,
+        lease: LeaseId,
+        token: Token,
+        fx: &mut Effects,
+    ) -> Response {
+        let held = self
+            .locks
+            .get(name)
+            .is_some_and(|l| l.holder == Holder { lease, token });
+        if !held {
+            return Err(Rejection::NotHolder {
+                lock: name.to_string(),
+                lease,
+                token,
+            });
+        }
+        if let Some(l) = self.leases.get_mut(&lease) {
+            l.holding.remove(name);
+        }
+        fx.locks.push(LockEffect::Released {
+            name: name.to_string(),
+            lease,
+            token,
+        });
+        let next = self.hand_over(rev, name, fx);
+        Ok(Outcome::Unlocked { next })
+    }
+
+    pub(super) fn lock_cancel(&mut self, name: &str, lease: LeaseId) -> Outcome {
+        let Some(lock) = self.locks.get_mut(name) else {
+            return Outcome::Cancelled(CancelOutcome::NotWaiting);
+        };
+        if lock.holder.lease == lease {
+            return Outcome::Cancelled(CancelOutcome::Held {
+                token: lock.holder.token,
+            });
+        }
+        let before = lock.waiters.len();
+        lock.waiters.retain(|w| *w != lease);
+        if lock.waiters.len() == before {
+            return Outcome::Cancelled(CancelOutcome::NotWaiting);
+        }
+        if let Some(l) = self.leases.get_mut(&lease) {
+            l.waiting.remove(name);
+        }
+        Outcome::Cancelled(CancelOutcome::Withdrawn)
+    }
+}

@@ -1,0 +1,431 @@
+//! The replicated state: keys, leases, locks and the de-duplication table, and `apply`.
+//!
+//! Everything is kept in ordered maps so that iteration (and so every effect list, every snapshot
+//! byte and the digest) is the same on every node that applied the same log.
+
+mod dedup;
+mod kv;
+mod lease;
+mod lock;
+mod txn;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use crate::command::{Command, Request};
+use crate::limits::Limits;
+use crate::outcome::{Applied, Effects, Outcome, Rejection, Response};
+use crate::types::{KeySelector, KeyValue, LeaseId, NO_LEASE, Revision, Token};
+
+pub use dedup::Dedup;
+
+/// A stored value; the key is the map key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Stored {
+    value: Vec<u8>,
+    create_revision: Revision,
+    mod_revision: Revision,
+    version: u64,
+    lease: LeaseId,
+}
+
+impl Stored {
+    fn to_kv(&self, key: &[u8]) -> KeyValue {
+        KeyValue {
+            key: key.to_vec(),
+            value: self.value.clone(),
+            create_revision: self.create_revision,
+            mod_revision: self.mod_revision,
+            version: self.version,
+            lease: self.lease,
+        }
+    }
+}
+
+/// A live lease. Its bound keys live in [`State::lease_keys`] rather than here: a per-lease set would
+/// allocate a tree node per lease, which a million single-key leases cannot afford.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Lease {
+    ttl_ms: u64,
+    granted_revision: Revision,
+    renewed_revision: Revision,
+    key_count: u32,
+    /// Locks this lease holds.
+    holding: BTreeSet<String>,
+    /// Locks this lease is queued for.
+    waiting: BTreeSet<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Holder {
+    lease: LeaseId,
+    token: Token,
+}
+
+/// A lock exists while it has a holder; waiters queue behind the holder (never without one).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Lock {
+    holder: Holder,
+    waiters: VecDeque<LeaseId>,
+}
+
+/// What introspection reports about a lease. Remaining TTL is the server's business: the state
+/// machine knows no time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseInfo {
+    pub id: LeaseId,
+    pub ttl_ms: u64,
+    pub granted_revision: Revision,
+    pub renewed_revision: Revision,
+    pub key_count: u32,
+    /// Bound keys, only when asked for.
+    pub keys: Vec<Vec<u8>>,
+    pub locks_held: Vec<String>,
+    pub locks_waiting: Vec<String>,
+}
+
+/// What introspection reports about a lock.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockInfo {
+    pub name: String,
+    pub holder: LeaseId,
+    pub token: Token,
+    pub waiters: Vec<LeaseId>,
+}
+
+/// The result of a range read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RangeResult {
+    pub kvs: Vec<KeyValue>,
+    /// More keys matched than `limit` allowed.
+    pub more: bool,
+    /// How many keys matched in all.
+    pub count: u64,
+}
+
+/// The deterministic Zaris state machine.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct State {
+    limits: Limits,
+    last_applied: Revision,
+    next_lease_id: LeaseId,
+    kv: BTreeMap<Vec<u8>, Stored>,
+    leases: BTreeMap<LeaseId, Lease>,
+    /// Secondary index: which keys each lease binds.
+    lease_keys: BTreeSet<(LeaseId, Vec<u8>)>,
+    locks: BTreeMap<String, Lock>,
+    dedup: Dedup,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State::new(Limits::default())
+    }
+}
+
+impl State {
+    pub fn new(limits: Limits) -> Self {
+        State {
+            limits,
+            last_applied: 0,
+            next_lease_id: 1,
+            kv: BTreeMap::new(),
+            leases: BTreeMap::new(),
+            lease_keys: BTreeSet::new(),
+            locks: BTreeMap::new(),
+            dedup: Dedup::default(),
+        }
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The index of the last applied entry: the current revision.
+    pub fn last_applied(&self) -> Revision {
+        self.last_applied
+    }
+
+    /// Applies one request from the log entry at `revision`.
+    ///
+    /// Entries at or below the last applied index are ignored, so replaying a log suffix after a
+    /// restart is harmless. A request with a remembered id returns its first response unchanged.
+    pub fn apply(&mut self, revision: Revision, request: &Request) -> Applied {
+        if revision <= self.last_applied {
+            return Applied {
+                revision,
+                response: Ok(Outcome::Ignored),
+                effects: Effects::default(),
+            };
+        }
+        self.last_applied = revision;
+        if let Some(id) = request.request_id
+            && let Some(response) = self.dedup.get(&id)
+        {
+            return Applied {
+                revision,
+                response: response.clone(),
+                effects: Effects::default(),
+            };
+        }
+        let mut effects = Effects::default();
+        let response = request
+            .validate(&self.limits)
+            .and_then(|()| self.execute(revision, &request.command, &mut effects));
+        debug_assert!(
+            response.is_ok() || effects.is_empty(),
+            "a rejected command must not change anything"
+        );
+        if let Some(id) = request.request_id {
+            self.dedup.insert(
+                id,
+                revision,
+                response.clone(),
+                self.limits.dedup_capacity as usize,
+            );
+        }
+        Applied {
+            revision,
+            response,
+            effects,
+        }
+    }
+
+    /// Advances the applied index for a log entry that carries no command (a Raft blank or a
+    /// membership entry), so revisions stay equal to log indexes.
+    pub fn apply_noop(&mut self, revision: Revision) {
+        self.last_applied = self.last_applied.max(revision);
+    }
+
+    fn execute(&mut self, rev: Revision, command: &Command, fx: &mut Effects) -> Response {
+        match command {
+            Command::Grant { id, ttl_ms } => self.grant(rev, *id, *ttl_ms, fx),
+            Command::Renew { ids } => Ok(self.renew(rev, ids, fx)),
+            Command::Revoke { id } => self.revoke(rev, *id, fx),
+            Command::Expire { leases } => Ok(self.expire(rev, leases, fx)),
+            Command::Put {
+                key,
+                value,
+                lease,
+                guard,
+                prev_kv,
+            } => {
+                self.check_guard(guard.as_ref())?;
+                self.check_can_bind(*lease, std::iter::once(key.as_slice()))?;
+                let prev = self.put(rev, key, value, *lease, fx);
+                Ok(Outcome::Put {
+                    prev: prev.filter(|_| *prev_kv),
+                })
+            }
+            Command::Delete {
+                selector,
+                guard,
+                prev_kv,
+            } => {
+                self.check_guard(guard.as_ref())?;
+                let prev = self.delete(rev, selector, fx);
+                Ok(Outcome::Deleted {
+                    deleted: prev.len() as u64,
+                    prev: if *prev_kv { prev } else { Vec::new() },
+                })
+            }
+            Command::Txn(txn) => self.txn(rev, txn, fx),
+            Command::LockAcquire { name, lease, wait } => {
+                self.lock_acquire(rev, name, *lease, *wait, fx)
+            }
+            Command::LockRelease { name, lease, token } => {
+                self.lock_release(rev, name, *lease, *token, fx)
+            }
+            Command::LockCancel { name, lease } => Ok(self.lock_cancel(name, *lease)),
+        }
+    }
+
+    // ---- reads -------------------------------------------------------------------------------
+
+    pub fn get(&self, key: &[u8]) -> Option<KeyValue> {
+        self.kv.get(key).map(|s| s.to_kv(key))
+    }
+
+    /// Keys matching `selector` in key order; `limit == 0` means no limit.
+    pub fn range(&self, selector: &KeySelector, limit: u32) -> RangeResult {
+        let mut kvs = Vec::new();
+        let mut count = 0u64;
+        for (key, stored) in self.select(selector) {
+            count += 1;
+            if limit == 0 || kvs.len() < limit as usize {
+                kvs.push(stored.to_kv(key));
+            }
+        }
+        RangeResult {
+            more: (kvs.len() as u64) < count,
+            kvs,
+            count,
+        }
+    }
+
+    /// A lease's metadata, with its bound keys when `with_keys` is set.
+    pub fn lease(&self, id: LeaseId, with_keys: bool) -> Option<LeaseInfo> {
+        let lease = self.leases.get(&id)?;
+        let keys = if with_keys {
+            self.keys_of(id).map(<[u8]>::to_vec).collect()
+        } else {
+            Vec::new()
+        };
+        Some(LeaseInfo {
+            id,
+            ttl_ms: lease.ttl_ms,
+            granted_revision: lease.granted_revision,
+            renewed_revision: lease.renewed_revision,
+            key_count: lease.key_count,
+            keys,
+            locks_held: lease.holding.iter().cloned().collect(),
+            locks_waiting: lease.waiting.iter().cloned().collect(),
+        })
+    }
+
+    /// Up to `limit` leases with ids above `after`, in id order (without their keys).
+    pub fn leases(&self, after: LeaseId, limit: usize) -> Vec<LeaseInfo> {
+        self.leases
+            .range(after.saturating_add(1)..)
+            .take(limit)
+            .filter_map(|(id, _)| self.lease(*id, false))
+            .collect()
+    }
+
+    pub fn lease_count(&self) -> usize {
+        self.leases.len()
+    }
+
+    pub fn key_count(&self) -> usize {
+        self.kv.len()
+    }
+
+    /// `(id, ttl_ms, renewed_revision)` of every live lease, for rebuilding a lessor after a
+    /// snapshot was installed or the node restarted.
+    pub fn lease_ttls(&self) -> impl Iterator<Item = (LeaseId, u64, Revision)> + '_ {
+        self.leases
+            .iter()
+            .map(|(id, l)| (*id, l.ttl_ms, l.renewed_revision))
+    }
+
+    pub fn lock(&self, name: &str) -> Option<LockInfo> {
+        self.locks.get(name).map(|lock| LockInfo {
+            name: name.to_string(),
+            holder: lock.holder.lease,
+            token: lock.holder.token,
+            waiters: lock.waiters.iter().copied().collect(),
+        })
+    }
+
+    pub fn locks(&self) -> Vec<LockInfo> {
+        self.locks.keys().filter_map(|n| self.lock(n)).collect()
+    }
+
+    /// The remembered response for a request id, if it is still in the de-duplication table.
+    pub fn remembered(&self, id: &crate::types::RequestId) -> Option<&Response> {
+        self.dedup.get(id)
+    }
+
+    fn check_guard(&self, guard: Option<&crate::types::Guard>) -> Result<(), Rejection> {
+        let Some(guard) = guard else { return Ok(()) };
+        let current = self.locks.get(&guard.lock).map(|l| l.holder.token);
+        if current == Some(guard.token) {
+            Ok(())
+        } else {
+            Err(Rejection::GuardFailed {
+                lock: guard.lock.clone(),
+                token: guard.token,
+                current,
+            })
+        }
+    }
+
+    // ---- invariants --------------------------------------------------------------------------
+
+    /// Checks every structural invariant; tests call it after each step. Returns the first broken
+    /// one, described.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut counted: BTreeMap<LeaseId, u32> = BTreeMap::new();
+        for (key, stored) in &self.kv {
+            if stored.version == 0 || stored.create_revision > stored.mod_revision {
+                return Err(format!("key {key:?} has inconsistent metadata {stored:?}"));
+            }
+            if stored.mod_revision > self.last_applied {
+                return Err(format!("key {key:?} modified in the future"));
+            }
+            if stored.lease != NO_LEASE {
+                if !self.leases.contains_key(&stored.lease) {
+                    return Err(format!(
+                        "key {key:?} bound to missing lease {}",
+                        stored.lease
+                    ));
+                }
+                if !self.lease_keys.contains(&(stored.lease, key.clone())) {
+                    return Err(format!("key {key:?} missing from its lease's index"));
+                }
+                *counted.entry(stored.lease).or_default() += 1;
+            }
+        }
+        for (lease, key) in &self.lease_keys {
+            if self.kv.get(key).map(|s| s.lease) != Some(*lease) {
+                return Err(format!("index says {key:?} is bound to {lease}, it is not"));
+            }
+        }
+        for (id, lease) in &self.leases {
+            if *id == NO_LEASE {
+                return Err(format!("invalid lease id {id}"));
+            }
+            let keys = counted.get(id).copied().unwrap_or(0);
+            if lease.key_count != keys {
+                return Err(format!(
+                    "lease {id} counts {} keys, has {keys}",
+                    lease.key_count
+                ));
+            }
+            if lease.renewed_revision < lease.granted_revision {
+                return Err(format!("lease {id} renewed before it was granted"));
+            }
+            for name in &lease.holding {
+                if self.locks.get(name).map(|l| l.holder.lease) != Some(*id) {
+                    return Err(format!("lease {id} thinks it holds {name:?}"));
+                }
+            }
+            for name in &lease.waiting {
+                if !self.locks.get(name).is_some_and(|l| l.waiters.contains(id)) {
+                    return Err(format!("lease {id} thinks it waits for {name:?}"));
+                }
+            }
+        }
+        for (name, lock) in &self.locks {
+            let holder = self
+                .leases
+                .get(&lock.holder.lease)
+                .ok_or_else(|| format!("lock {name:?} held by missing lease"))?;
+            if !holder.holding.contains(name) {
+                return Err(format!("lock {name:?} holder does not know it"));
+            }
+            if lock.holder.token > self.last_applied {
+                return Err(format!("lock {name:?} has a token from the future"));
+            }
+            let mut seen = BTreeSet::new();
+            for waiter in &lock.waiters {
+                if *waiter == lock.holder.lease || !seen.insert(*waiter) {
+                    return Err(format!("lock {name:?} has a duplicate waiter {waiter}"));
+                }
+                if !self
+                    .leases
+                    .get(waiter)
+                    .is_some_and(|l| l.waiting.contains(name))
+                {
+                    return Err(format!("lock {name:?} waiter {waiter} is not live"));
+                }
+            }
+            if lock.waiters.len() > self.limits.max_waiters_per_lock as usize {
+                return Err(format!("lock {name:?} has too many waiters"));
+            }
+        }
+        self.dedup
+            .check(self.limits.dedup_capacity as usize, self.last_applied)
+    }
+}

@@ -1,0 +1,113 @@
+//! The codec: version byte, bounds, garbage, and snapshot round trips.
+
+use proptest::prelude::*;
+use zaris_core::codec::{self, CodecError, FORMAT_VERSION, MAX_MESSAGE_BYTES};
+use zaris_core::{Command, Limits, Request, RequestId, State};
+
+use super::Log;
+
+fn sample() -> Request {
+    Request::with_id(
+        RequestId {
+            client_id: 3,
+            seq: 4,
+        },
+        Command::Put {
+            key: b"k".to_vec(),
+            value: vec![0, 1, 2],
+            lease: 9,
+            guard: None,
+            prev_kv: true,
+        },
+    )
+}
+
+#[test]
+fn records_round_trip_with_a_version_byte() {
+    let bytes = codec::encode(&sample()).expect("encode");
+    assert_eq!(bytes[0], FORMAT_VERSION);
+    let decoded: Request = codec::decode(&bytes, MAX_MESSAGE_BYTES).expect("decode");
+    assert_eq!(decoded, sample());
+}
+
+#[test]
+fn malformed_records_are_errors() {
+    let bytes = codec::encode(&sample()).expect("encode");
+    assert!(matches!(
+        codec::decode::<Request>(&[], MAX_MESSAGE_BYTES),
+        Err(CodecError::Empty)
+    ));
+    let mut future = bytes.clone();
+    future[0] = FORMAT_VERSION + 1;
+    assert!(matches!(
+        codec::decode::<Request>(&future, MAX_MESSAGE_BYTES),
+        Err(CodecError::UnknownVersion { found }) if found == FORMAT_VERSION + 1
+    ));
+    let mut trailing = bytes.clone();
+    trailing.push(0);
+    assert!(matches!(
+        codec::decode::<Request>(&trailing, MAX_MESSAGE_BYTES),
+        Err(CodecError::Trailing { trailing: 1 })
+    ));
+    assert!(matches!(
+        codec::decode::<Request>(&bytes, 4),
+        Err(CodecError::TooLarge { max: 4, .. })
+    ));
+    assert!(matches!(
+        codec::decode::<Request>(&bytes[..bytes.len() - 1], MAX_MESSAGE_BYTES),
+        Err(CodecError::Decode(_))
+    ));
+}
+
+#[test]
+fn snapshot_restores_an_equal_state_with_an_equal_digest() {
+    let mut log = Log::new(Limits::default());
+    let lease = match log.apply(Command::Grant {
+        id: 0,
+        ttl_ms: 5_000,
+    }) {
+        Ok(zaris_core::Outcome::Granted { id, .. }) => id,
+        other => panic!("{other:?}"),
+    };
+    log.apply(Command::Put {
+        key: b"a".to_vec(),
+        value: b"1".to_vec(),
+        lease,
+        guard: None,
+        prev_kv: false,
+    })
+    .expect("put");
+    log.apply(Command::LockAcquire {
+        name: "m".into(),
+        lease,
+        wait: true,
+    })
+    .expect("lock");
+    let bytes = log.state.snapshot().expect("snapshot");
+    let restored = State::restore(&bytes).expect("restore");
+    assert_eq!(restored, log.state);
+    assert_eq!(
+        restored.digest().expect("digest"),
+        log.state.digest().expect("digest")
+    );
+    assert_ne!(
+        State::default().digest().expect("digest"),
+        log.state.digest().expect("digest")
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+    /// Arbitrary bytes never panic the decoder, whether read as a request or as a snapshot.
+    #[test]
+    fn garbage_never_panics(mut bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+        let _ = codec::decode::<Request>(&bytes, MAX_MESSAGE_BYTES);
+        let _ = State::restore(&bytes);
+        if let Some(first) = bytes.first_mut() {
+            *first = FORMAT_VERSION;
+        }
+        let _ = codec::decode::<Request>(&bytes, MAX_MESSAGE_BYTES);
+        let _ = State::restore(&bytes);
+    }
+}

@@ -1,0 +1,206 @@
+//! The lessor: deadlines, promotion, expiry order, the renew race, and the revoke rate.
+
+use proptest::prelude::*;
+use zaris_core::{Command, ExpiredLease, LeaseEffect, Lessor, LessorConfig, Limits, Outcome};
+
+use super::Log;
+
+fn unlimited() -> LessorConfig {
+    LessorConfig {
+        revoke_rate_per_s: 1_000_000,
+        revoke_burst: 1_000_000,
+        retry_after_ms: 500,
+    }
+}
+
+fn ids(expired: &[ExpiredLease]) -> Vec<u64> {
+    expired.iter().map(|e| e.id).collect()
+}
+
+#[test]
+fn followers_never_expire() {
+    let mut lessor = Lessor::new(unlimited());
+    lessor.refresh(0, 1, 100, 1);
+    assert!(lessor.expired(1_000, 10).is_empty());
+    lessor.promote(1_000, 50);
+    assert!(lessor.is_primary());
+    assert_eq!(ids(&lessor.expired(1_050, 10)), vec![1]);
+    lessor.refresh(1_050, 2, 10, 2);
+    lessor.demote();
+    assert!(lessor.expired(10_000, 10).is_empty());
+}
+
+#[test]
+fn expiry_is_earliest_deadline_first_and_batched() {
+    let mut lessor = Lessor::new(unlimited());
+    lessor.promote(0, 0);
+    lessor.refresh(0, 10, 300, 1);
+    lessor.refresh(0, 20, 100, 2);
+    lessor.refresh(0, 30, 200, 3);
+    lessor.refresh(0, 40, 900, 4);
+    assert!(lessor.expired(99, 10).is_empty());
+    assert_eq!(lessor.next_deadline_ms(), Some(100));
+    assert_eq!(ids(&lessor.expired(300, 2)), vec![20, 30]);
+    assert_eq!(ids(&lessor.expired(300, 2)), vec![10]);
+    assert_eq!(lessor.remaining_ms(300, 40), Some(600));
+}
+
+#[test]
+fn an_expiry_in_flight_is_not_proposed_twice_but_comes_back_if_lost() {
+    let mut lessor = Lessor::new(unlimited());
+    lessor.promote(0, 0);
+    lessor.refresh(0, 1, 100, 7);
+    let first = lessor.expired(100, 10);
+    assert_eq!(
+        first,
+        vec![ExpiredLease {
+            id: 1,
+            observed_renewed_revision: 7
+        }]
+    );
+    assert!(lessor.expired(599, 10).is_empty());
+    assert_eq!(lessor.expired(600, 10), first);
+    lessor.observe(
+        600,
+        &LeaseEffect::Revoked {
+            id: 1,
+            expired: true,
+        },
+    );
+    assert!(lessor.is_empty());
+    assert!(lessor.expired(10_000, 10).is_empty());
+}
+
+#[test]
+fn revoke_rate_is_honoured() {
+    let mut lessor = Lessor::new(LessorConfig {
+        revoke_rate_per_s: 10,
+        revoke_burst: 10,
+        retry_after_ms: 1_000_000,
+    });
+    for id in 1..=100 {
+        lessor.refresh(0, id, 10, id);
+    }
+    lessor.promote(0, 0);
+    assert_eq!(lessor.expired(10, 1_000).len(), 10);
+    assert_eq!(lessor.expired(10, 1_000).len(), 0);
+    // 10 per second: half a second later, five more.
+    assert_eq!(lessor.expired(510, 1_000).len(), 5);
+    // The bucket never holds more than the burst.
+    assert_eq!(lessor.expired(100_000, 1_000).len(), 10);
+}
+
+#[test]
+fn a_renew_that_wins_the_race_keeps_the_lease() {
+    let mut log = Log::new(Limits::default());
+    let mut lessor = Lessor::new(unlimited());
+    lessor.promote(0, 0);
+    let applied = log.apply_full(Command::Grant {
+        id: 0,
+        ttl_ms: 5_000,
+    });
+    let Ok(Outcome::Granted { id, .. }) = applied.response else {
+        panic!("{:?}", applied.response);
+    };
+    applied
+        .effects
+        .leases
+        .iter()
+        .for_each(|e| lessor.observe(0, e));
+    let decided = lessor.expired(5_000, 10);
+    assert_eq!(ids(&decided), vec![id]);
+    // The renew commits before the expiry entry.
+    let renewed = log.apply_full(Command::Renew { ids: vec![id] });
+    renewed
+        .effects
+        .leases
+        .iter()
+        .for_each(|e| lessor.observe(5_001, e));
+    let expired = log.apply_full(Command::Expire { leases: decided });
+    assert_eq!(
+        expired.response,
+        Ok(Outcome::Expired {
+            revoked: vec![],
+            skipped: vec![id]
+        })
+    );
+    assert!(expired.effects.leases.is_empty());
+    assert_eq!(lessor.deadline_ms(id), Some(10_001));
+    assert!(log.state.lease(id, false).is_some());
+}
+
+#[test]
+fn reset_gives_every_lease_a_full_ttl() {
+    let mut lessor = Lessor::new(unlimited());
+    lessor.refresh(0, 1, 100, 1);
+    lessor.reset(1_000, [(2, 500, 4), (3, 200, 5)]);
+    assert_eq!(lessor.deadline_ms(1), None);
+    assert_eq!(lessor.deadline_ms(2), Some(1_500));
+    lessor.promote(1_000, 0);
+    assert_eq!(
+        lessor.expired(1_200, 10),
+        vec![ExpiredLease {
+            id: 3,
+            observed_renewed_revision: 5
+        }]
+    );
+}
+
+#[test]
+fn a_million_leases_expire_in_deadline_order() {
+    const N: u64 = 1_000_000;
+    let mut lessor = Lessor::new(LessorConfig {
+        revoke_rate_per_s: u32::MAX,
+        revoke_burst: u32::MAX,
+        retry_after_ms: u64::MAX / 4,
+    });
+    // Deadlines interleave with ids so order comes from the index, not from insertion.
+    for id in 1..=N {
+        lessor.refresh(0, id, (id * 7_919) % N + 1_000, id);
+    }
+    lessor.promote(0, 0);
+    let mut last_deadline = 0;
+    let mut seen = 0;
+    loop {
+        let batch = lessor.expired(N + 1_000, 10_000);
+        if batch.is_empty() {
+            break;
+        }
+        for lease in batch {
+            let deadline = (lease.id * 7_919) % N + 1_000;
+            assert!(deadline >= last_deadline, "expired out of order");
+            last_deadline = deadline;
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, N);
+}
+
+proptest! {
+    /// Promotion extends every deadline by at least the election timeout beyond `now`, and never
+    /// shortens one.
+    #[test]
+    fn promotion_extends_never_shortens(
+        leases in proptest::collection::vec((1u64..1_000, 1u64..100_000), 1..50),
+        now_ms in 0u64..200_000,
+        extend_ms in 0u64..10_000,
+    ) {
+        let mut lessor = Lessor::new(unlimited());
+        for (id, ttl) in &leases {
+            lessor.refresh(0, *id, *ttl, 1);
+        }
+        let before: Vec<_> = leases.iter().map(|(id, _)| (*id, lessor.deadline_ms(*id))).collect();
+        lessor.promote(now_ms, extend_ms);
+        for (id, old) in before {
+            let old = old.expect("tracked");
+            let new = lessor.deadline_ms(id).expect("tracked");
+            prop_assert!(new >= old + extend_ms);
+            prop_assert!(new >= now_ms + extend_ms);
+            prop_assert_eq!(new, old.max(now_ms) + extend_ms);
+        }
+        if extend_ms > 0 {
+            // Nothing may expire within one election timeout of the promotion.
+            prop_assert!(lessor.expired(now_ms + extend_ms - 1, 1_000).is_empty());
+        }
+    }
+}

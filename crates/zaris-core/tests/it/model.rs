@@ -1,0 +1,914 @@
+//! Model-based property test: random operation sequences run against the real state machine and a
+//! deliberately dumb reference model (flat maps and linear scans), compared after every operation,
+//! with the invariants checked after every operation too.
+//!
+//! A failure prints the seed; rerun it with `ZARIS_SEED=<seed> cargo test -p zaris-core model`.
+//! `ZARIS_CASES` sets the number of sequences (default 2,000).
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
+use zaris_core::{
+    CancelOutcome, Command, Compare, CompareOp, CompareTarget, EventKind, ExpiredLease, Guard,
+    KeySelector, KeyValue, LeaseInfo, LimitKind, Limits, LockEffect, LockInfo, LockOutcome,
+    OpResult, Outcome, Rejection, Request, RequestId, Response, State, Txn, TxnOp,
+};
+
+/// Small limits, so that every limit is actually hit by random sequences.
+fn limits() -> Limits {
+    Limits {
+        max_key_bytes: 4,
+        max_value_bytes: 3,
+        max_lock_name_bytes: 2,
+        min_ttl_ms: 1_000,
+        max_ttl_ms: 60_000,
+        max_txn_ops: 4,
+        max_batch_ids: 4,
+        max_waiters_per_lock: 2,
+        max_keys_per_lease: 2,
+        max_leases: 5,
+        dedup_capacity: 3,
+    }
+}
+
+// ---- the reference model -----------------------------------------------------------------------
+
+#[derive(Clone, Debug, PartialEq)]
+struct MLease {
+    ttl_ms: u64,
+    granted: u64,
+    renewed: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct MLock {
+    holder: u64,
+    token: u64,
+    waiters: Vec<u64>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Model {
+    limits: Limits,
+    last: u64,
+    next_id: u64,
+    kv: BTreeMap<Vec<u8>, KeyValue>,
+    leases: BTreeMap<u64, MLease>,
+    locks: BTreeMap<String, MLock>,
+    dedup: Vec<(RequestId, Response)>,
+}
+
+/// What the model says happened to keys, for comparison with the real events.
+type Changes = Vec<(EventKind, Vec<u8>, u64)>;
+
+impl Model {
+    fn new(limits: Limits) -> Self {
+        Model {
+            limits,
+            next_id: 1,
+            ..Model::default()
+        }
+    }
+
+    fn apply(&mut self, rev: u64, request: &Request, changes: &mut Changes) -> Response {
+        if rev <= self.last {
+            return Ok(Outcome::Ignored);
+        }
+        self.last = rev;
+        if let Some(id) = request.request_id
+            && let Some((_, response)) = self.dedup.iter().find(|(i, _)| *i == id)
+        {
+            return response.clone();
+        }
+        // Stateless validation is shared with the real thing (it has its own unit tests); the
+        // state-dependent behaviour below is written independently.
+        let response = match request.validate(&self.limits) {
+            Err(rejection) => Err(rejection),
+            Ok(()) => self.execute(rev, &request.command, changes),
+        };
+        if let Some(id) = request.request_id {
+            if self.dedup.len() >= self.limits.dedup_capacity as usize {
+                let _evicted = self.dedup.remove(0);
+            }
+            self.dedup.push((id, response.clone()));
+        }
+        response
+    }
+
+    fn guard_ok(&self, guard: &Option<Guard>) -> Result<(), Rejection> {
+        if let Some(g) = guard {
+            let current = self.locks.get(&g.lock).map(|l| l.token);
+            if current != Some(g.token) {
+                return Err(Rejection::GuardFailed {
+                    lock: g.lock.clone(),
+                    token: g.token,
+                    current,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn bound_count(&self, lease: u64) -> usize {
+        self.kv.values().filter(|kv| kv.lease == lease).count()
+    }
+
+    fn can_bind(&self, lease: u64, keys: &[Vec<u8>]) -> Result<(), Rejection> {
+        if lease == 0 {
+            return Ok(());
+        }
+        if !self.leases.contains_key(&lease) {
+            return Err(Rejection::LeaseNotFound(lease));
+        }
+        let mut fresh: Vec<&Vec<u8>> = keys
+            .iter()
+            .filter(|k| self.kv.get(*k).map(|kv| kv.lease) != Some(lease))
+            .collect();
+        fresh.sort();
+        fresh.dedup();
+        let total = (self.bound_count(lease) + fresh.len()) as u64;
+        let max = self.limits.max_keys_per_lease as u64;
+        if total > max {
+            return Err(Rejection::LimitExceeded {
+                limit: LimitKind::KeysPerLease,
+                max,
+                actual: total,
+            });
+        }
+        Ok(())
+    }
+
+    fn do_put(
+        &mut self,
+        rev: u64,
+        key: &[u8],
+        value: &[u8],
+        lease: u64,
+        ch: &mut Changes,
+    ) -> Option<KeyValue> {
+        let prev = self.kv.get(key).cloned();
+        let kv = KeyValue {
+            key: key.to_vec(),
+            value: value.to_vec(),
+            create_revision: prev.as_ref().map_or(rev, |p| p.create_revision),
+            mod_revision: rev,
+            version: prev.as_ref().map_or(1, |p| p.version + 1),
+            lease,
+        };
+        self.kv.insert(key.to_vec(), kv);
+        ch.push((EventKind::Put, key.to_vec(), lease));
+        prev
+    }
+
+    fn do_delete(&mut self, selector: &KeySelector, ch: &mut Changes) -> Vec<KeyValue> {
+        let doomed: Vec<Vec<u8>> = self
+            .kv
+            .keys()
+            .filter(|k| selector.contains(k))
+            .cloned()
+            .collect();
+        doomed
+            .into_iter()
+            .map(|k| {
+                ch.push((EventKind::Delete, k.clone(), 0));
+                self.kv.remove(&k).expect("selected key exists")
+            })
+            .collect()
+    }
+
+    fn end(&mut self, rev: u64, ids: &[u64], kind: EventKind, ch: &mut Changes) -> u64 {
+        let mut deleted = 0;
+        let mut released = Vec::new();
+        for id in ids {
+            let doomed: Vec<Vec<u8>> = self
+                .kv
+                .iter()
+                .filter(|(_, kv)| kv.lease == *id)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in doomed {
+                self.kv.remove(&k);
+                ch.push((kind, k, *id));
+                deleted += 1;
+            }
+            self.leases.remove(id);
+            for (name, lock) in self.locks.iter_mut() {
+                lock.waiters.retain(|w| w != id);
+                if lock.holder == *id {
+                    released.push(name.clone());
+                }
+            }
+        }
+        released.sort();
+        for name in released {
+            let lock = self.locks.get_mut(&name).expect("released lock exists");
+            if lock.waiters.is_empty() {
+                self.locks.remove(&name);
+            } else {
+                lock.holder = lock.waiters.remove(0);
+                lock.token = rev;
+            }
+        }
+        deleted
+    }
+
+    fn range(&self, selector: &KeySelector, limit: u32) -> (Vec<KeyValue>, bool) {
+        let all: Vec<KeyValue> = self
+            .kv
+            .values()
+            .filter(|kv| selector.contains(&kv.key))
+            .cloned()
+            .collect();
+        let n = if limit == 0 {
+            all.len()
+        } else {
+            all.len().min(limit as usize)
+        };
+        (all[..n].to_vec(), n < all.len())
+    }
+
+    fn execute(&mut self, rev: u64, command: &Command, ch: &mut Changes) -> Response {
+        match command {
+            Command::Grant { id, ttl_ms } => {
+                if self.leases.len() as u64 >= self.limits.max_leases {
+                    return Err(Rejection::LimitExceeded {
+                        limit: LimitKind::Leases,
+                        max: self.limits.max_leases,
+                        actual: self.leases.len() as u64 + 1,
+                    });
+                }
+                let id = if *id == 0 {
+                    let mut candidate = self.next_id;
+                    while self.leases.contains_key(&candidate) {
+                        candidate += 1;
+                    }
+                    self.next_id = candidate + 1;
+                    candidate
+                } else if self.leases.contains_key(id) {
+                    return Err(Rejection::LeaseExists(*id));
+                } else {
+                    *id
+                };
+                self.leases.insert(
+                    id,
+                    MLease {
+                        ttl_ms: *ttl_ms,
+                        granted: rev,
+                        renewed: rev,
+                    },
+                );
+                Ok(Outcome::Granted {
+                    id,
+                    ttl_ms: *ttl_ms,
+                })
+            }
+            Command::Renew { ids } => {
+                let (mut renewed, mut not_found) = (vec![], vec![]);
+                for id in ids {
+                    match self.leases.get_mut(id) {
+                        Some(l) => {
+                            l.renewed = rev;
+                            renewed.push((*id, l.ttl_ms));
+                        }
+                        None => not_found.push(*id),
+                    }
+                }
+                Ok(Outcome::Renewed { renewed, not_found })
+            }
+            Command::Revoke { id } => {
+                if !self.leases.contains_key(id) {
+                    return Err(Rejection::LeaseNotFound(*id));
+                }
+                let keys_deleted = self.end(rev, &[*id], EventKind::Revoke, ch);
+                Ok(Outcome::Revoked {
+                    id: *id,
+                    keys_deleted,
+                })
+            }
+            Command::Expire { leases } => {
+                let (mut revoked, mut skipped) = (Vec::<u64>::new(), vec![]);
+                for e in leases {
+                    let due = !revoked.contains(&e.id)
+                        && !skipped.contains(&e.id)
+                        && self
+                            .leases
+                            .get(&e.id)
+                            .is_some_and(|l| l.renewed <= e.observed_renewed_revision);
+                    if due {
+                        revoked.push(e.id)
+                    } else {
+                        skipped.push(e.id)
+                    }
+                }
+                self.end(rev, &revoked, EventKind::Expire, ch);
+                Ok(Outcome::Expired { revoked, skipped })
+            }
+            Command::Put {
+                key,
+                value,
+                lease,
+                guard,
+                prev_kv,
+            } => {
+                self.guard_ok(guard)?;
+                self.can_bind(*lease, std::slice::from_ref(key))?;
+                let prev = self.do_put(rev, key, value, *lease, ch);
+                Ok(Outcome::Put {
+                    prev: if *prev_kv { prev } else { None },
+                })
+            }
+            Command::Delete {
+                selector,
+                guard,
+                prev_kv,
+            } => {
+                self.guard_ok(guard)?;
+                let prev = self.do_delete(selector, ch);
+                Ok(Outcome::Deleted {
+                    deleted: prev.len() as u64,
+                    prev: if *prev_kv { prev } else { vec![] },
+                })
+            }
+            Command::Txn(txn) => {
+                self.guard_ok(&txn.guard)?;
+                let succeeded = txn.compares.iter().all(|c| {
+                    let kv = self.kv.get(&c.key);
+                    let num = |f: fn(&KeyValue) -> u64| kv.map_or(0, f);
+                    match &c.target {
+                        CompareTarget::Value(v) => kv.is_some_and(|kv| c.op.holds(&kv.value, v)),
+                        CompareTarget::Version(v) => c.op.holds(&num(|kv| kv.version), v),
+                        CompareTarget::CreateRevision(v) => {
+                            c.op.holds(&num(|kv| kv.create_revision), v)
+                        }
+                        CompareTarget::ModRevision(v) => c.op.holds(&num(|kv| kv.mod_revision), v),
+                        CompareTarget::Lease(v) => c.op.holds(&num(|kv| kv.lease), v),
+                    }
+                });
+                let ops = if succeeded {
+                    &txn.success
+                } else {
+                    &txn.failure
+                };
+                let mut by_lease: BTreeMap<u64, Vec<Vec<u8>>> = BTreeMap::new();
+                for op in ops {
+                    if let TxnOp::Put { key, lease, .. } = op
+                        && *lease != 0
+                    {
+                        by_lease.entry(*lease).or_default().push(key.clone());
+                    }
+                }
+                for (lease, keys) in &by_lease {
+                    self.can_bind(*lease, keys)?;
+                }
+                let mut results = vec![];
+                for op in ops {
+                    results.push(match op {
+                        TxnOp::Put { key, value, lease } => OpResult::Put {
+                            prev: self.do_put(rev, key, value, *lease, ch),
+                        },
+                        TxnOp::Delete { selector } => OpResult::Deleted {
+                            deleted: self.do_delete(selector, ch).len() as u64,
+                        },
+                        TxnOp::Get { selector, limit } => {
+                            let (kvs, more) = self.range(selector, *limit);
+                            OpResult::Got { kvs, more }
+                        }
+                    });
+                }
+                Ok(Outcome::Txn { succeeded, results })
+            }
+            Command::LockAcquire { name, lease, wait } => {
+                if !self.leases.contains_key(lease) {
+                    return Err(Rejection::LeaseNotFound(*lease));
+                }
+                let max = self.limits.max_waiters_per_lock;
+                let Some(lock) = self.locks.get_mut(name) else {
+                    self.locks.insert(
+                        name.clone(),
+                        MLock {
+                            holder: *lease,
+                            token: rev,
+                            waiters: vec![],
+                        },
+                    );
+                    return Ok(Outcome::Lock(LockOutcome::Held { token: rev }));
+                };
+                if lock.holder == *lease {
+                    return Ok(Outcome::Lock(LockOutcome::Held { token: lock.token }));
+                }
+                if let Some(i) = lock.waiters.iter().position(|w| w == lease) {
+                    return Ok(Outcome::Lock(LockOutcome::Queued {
+                        position: i as u32 + 1,
+                    }));
+                }
+                if !wait {
+                    return Ok(Outcome::Lock(LockOutcome::Busy {
+                        holder: lock.holder,
+                        token: lock.token,
+                    }));
+                }
+                if lock.waiters.len() >= max as usize {
+                    return Err(Rejection::LimitExceeded {
+                        limit: LimitKind::WaitersPerLock,
+                        max: max.into(),
+                        actual: lock.waiters.len() as u64 + 1,
+                    });
+                }
+                lock.waiters.push(*lease);
+                Ok(Outcome::Lock(LockOutcome::Queued {
+                    position: lock.waiters.len() as u32,
+                }))
+            }
+            Command::LockRelease { name, lease, token } => {
+                let not_holder = Err(Rejection::NotHolder {
+                    lock: name.clone(),
+                    lease: *lease,
+                    token: *token,
+                });
+                let Some(lock) = self.locks.get_mut(name) else {
+                    return not_holder;
+                };
+                if lock.holder != *lease || lock.token != *token {
+                    return not_holder;
+                }
+                if lock.waiters.is_empty() {
+                    self.locks.remove(name);
+                    return Ok(Outcome::Unlocked { next: None });
+                }
+                lock.holder = lock.waiters.remove(0);
+                lock.token = rev;
+                Ok(Outcome::Unlocked {
+                    next: Some((lock.holder, rev)),
+                })
+            }
+            Command::LockCancel { name, lease } => {
+                let Some(lock) = self.locks.get_mut(name) else {
+                    return Ok(Outcome::Cancelled(CancelOutcome::NotWaiting));
+                };
+                if lock.holder == *lease {
+                    return Ok(Outcome::Cancelled(CancelOutcome::Held {
+                        token: lock.token,
+                    }));
+                }
+                let before = lock.waiters.len();
+                lock.waiters.retain(|w| w != lease);
+                Ok(Outcome::Cancelled(if lock.waiters.len() < before {
+                    CancelOutcome::Withdrawn
+                } else {
+                    CancelOutcome::NotWaiting
+                }))
+            }
+        }
+    }
+
+    fn lease_infos(&self) -> Vec<LeaseInfo> {
+        self.leases
+            .iter()
+            .map(|(id, l)| LeaseInfo {
+                id: *id,
+                ttl_ms: l.ttl_ms,
+                granted_revision: l.granted,
+                renewed_revision: l.renewed,
+                key_count: self.bound_count(*id) as u32,
+                keys: self
+                    .kv
+                    .values()
+                    .filter(|kv| kv.lease == *id)
+                    .map(|kv| kv.key.clone())
+                    .collect(),
+                locks_held: self
+                    .locks
+                    .iter()
+                    .filter(|(_, m)| m.holder == *id)
+                    .map(|(n, _)| n.clone())
+                    .collect(),
+                locks_waiting: self
+                    .locks
+                    .iter()
+                    .filter(|(_, m)| m.waiters.contains(id))
+                    .map(|(n, _)| n.clone())
+                    .collect(),
+            })
+            .collect()
+    }
+
+    fn lock_infos(&self) -> Vec<LockInfo> {
+        self.locks
+            .iter()
+            .map(|(name, m)| LockInfo {
+                name: name.clone(),
+                holder: m.holder,
+                token: m.token,
+                waiters: m.waiters.clone(),
+            })
+            .collect()
+    }
+}
+
+// ---- operations ------------------------------------------------------------------------------
+
+/// How an operation picks a token: resolved against the model when it runs.
+#[derive(Clone, Copy, Debug)]
+enum TokenPick {
+    Current,
+    Stale,
+    Fixed(u64),
+}
+
+/// How an expiry picks the observed revision.
+#[derive(Clone, Copy, Debug)]
+enum ObservedPick {
+    Current,
+    Stale,
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Grant {
+        id: u64,
+        ttl_ms: u64,
+    },
+    Renew {
+        ids: Vec<u64>,
+    },
+    Revoke {
+        id: u64,
+    },
+    Expire {
+        leases: Vec<(u64, ObservedPick)>,
+    },
+    Put {
+        key: Vec<u8>,
+        value: Vec<u8>,
+        lease: u64,
+        guard: Option<(String, TokenPick)>,
+        prev_kv: bool,
+    },
+    Delete {
+        selector: KeySelector,
+        guard: Option<(String, TokenPick)>,
+        prev_kv: bool,
+    },
+    Txn {
+        compares: Vec<Compare>,
+        success: Vec<TxnOp>,
+        failure: Vec<TxnOp>,
+        guard: Option<(String, TokenPick)>,
+    },
+    Acquire {
+        name: String,
+        lease: u64,
+        wait: bool,
+    },
+    Release {
+        name: String,
+        lease: u64,
+        token: TokenPick,
+    },
+    Cancel {
+        name: String,
+        lease: u64,
+    },
+    /// Replace the real state by restore(snapshot(state)).
+    SnapshotRestore,
+    /// Send the previous request again, same id.
+    Retry,
+    /// A log entry with no command (Raft blank or membership entry).
+    Blank,
+}
+
+fn key() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        8 => prop::sample::select(vec!["a", "ab", "abc", "b", "ba", "c"]).prop_map(|k| k.as_bytes().to_vec()),
+        1 => Just(Vec::new()),
+        1 => Just(b"toolong".to_vec()),
+    ]
+}
+
+fn value() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(any::<u8>(), 0..5)
+}
+
+fn lease_id() -> impl Strategy<Value = u64> {
+    prop_oneof![1 => Just(0u64), 6 => 1u64..8]
+}
+
+fn lock_name() -> impl Strategy<Value = String> {
+    prop_oneof![8 => prop::sample::select(vec!["m", "n"]).prop_map(String::from), 1 => Just(String::new()), 1 => Just("xyz".to_string())]
+}
+
+fn token_pick() -> impl Strategy<Value = TokenPick> {
+    prop_oneof![4 => Just(TokenPick::Current), 2 => Just(TokenPick::Stale), 1 => (0u64..50).prop_map(TokenPick::Fixed)]
+}
+
+fn guard() -> impl Strategy<Value = Option<(String, TokenPick)>> {
+    prop::option::weighted(0.3, (lock_name(), token_pick()))
+}
+
+fn selector() -> impl Strategy<Value = KeySelector> {
+    prop_oneof![
+        key().prop_map(KeySelector::Key),
+        prop::sample::select(vec!["", "a", "ab", "b", "z"])
+            .prop_map(|p| KeySelector::Prefix(p.as_bytes().to_vec())),
+        (key(), prop::sample::select(vec!["", "a", "b", "bb", "c"])).prop_map(|(start, end)| {
+            KeySelector::Range {
+                start,
+                end: end.as_bytes().to_vec(),
+            }
+        }),
+    ]
+}
+
+fn txn_op() -> impl Strategy<Value = TxnOp> {
+    prop_oneof![
+        (key(), value(), lease_id()).prop_map(|(key, value, lease)| TxnOp::Put {
+            key,
+            value,
+            lease
+        }),
+        selector().prop_map(|selector| TxnOp::Delete { selector }),
+        (selector(), 0u32..3).prop_map(|(selector, limit)| TxnOp::Get { selector, limit }),
+    ]
+}
+
+fn compare() -> impl Strategy<Value = Compare> {
+    let target = prop_oneof![
+        value().prop_map(CompareTarget::Value),
+        (0u64..4).prop_map(CompareTarget::Version),
+        (0u64..40).prop_map(CompareTarget::CreateRevision),
+        (0u64..40).prop_map(CompareTarget::ModRevision),
+        (0u64..8).prop_map(CompareTarget::Lease),
+    ];
+    let op = prop::sample::select(vec![
+        CompareOp::Equal,
+        CompareOp::NotEqual,
+        CompareOp::Greater,
+        CompareOp::Less,
+    ]);
+    (key(), target, op).prop_map(|(key, target, op)| Compare { key, target, op })
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (prop_oneof![2 => Just(0u64), 1 => 1u64..8], prop::sample::select(vec![500u64, 1_000, 5_000, 60_000, 60_001]))
+            .prop_map(|(id, ttl_ms)| Op::Grant { id, ttl_ms }),
+        3 => prop::collection::vec(lease_id(), 0..6).prop_map(|ids| Op::Renew { ids }),
+        2 => lease_id().prop_map(|id| Op::Revoke { id }),
+        3 => prop::collection::vec((lease_id(), prop_oneof![Just(ObservedPick::Current), Just(ObservedPick::Stale)]), 0..5)
+            .prop_map(|leases| Op::Expire { leases }),
+        8 => (key(), value(), lease_id(), guard(), any::<bool>())
+            .prop_map(|(key, value, lease, guard, prev_kv)| Op::Put { key, value, lease, guard, prev_kv }),
+        3 => (selector(), guard(), any::<bool>()).prop_map(|(selector, guard, prev_kv)| Op::Delete { selector, guard, prev_kv }),
+        3 => (prop::collection::vec(compare(), 0..3), prop::collection::vec(txn_op(), 0..3), prop::collection::vec(txn_op(), 0..3), guard())
+            .prop_map(|(compares, success, failure, guard)| Op::Txn { compares, success, failure, guard }),
+        5 => (lock_name(), lease_id(), any::<bool>()).prop_map(|(name, lease, wait)| Op::Acquire { name, lease, wait }),
+        3 => (lock_name(), lease_id(), token_pick()).prop_map(|(name, lease, token)| Op::Release { name, lease, token }),
+        1 => (lock_name(), lease_id()).prop_map(|(name, lease)| Op::Cancel { name, lease }),
+        1 => Just(Op::SnapshotRestore),
+        1 => Just(Op::Retry),
+        1 => Just(Op::Blank),
+    ]
+}
+
+/// A sequence of operations, each possibly with a request id.
+fn ops() -> impl Strategy<Value = Vec<(Op, Option<u8>)>> {
+    prop::collection::vec((op(), prop::option::weighted(0.3, 0u8..6)), 1..80)
+}
+
+// ---- the runner ------------------------------------------------------------------------------
+
+fn resolve_token(model: &Model, name: &str, pick: TokenPick) -> u64 {
+    let current = model.locks.get(name).map_or(0, |l| l.token);
+    match pick {
+        TokenPick::Current => current,
+        TokenPick::Stale => current.saturating_sub(1),
+        TokenPick::Fixed(t) => t,
+    }
+}
+
+fn resolve_guard(model: &Model, guard: &Option<(String, TokenPick)>) -> Option<Guard> {
+    guard.as_ref().map(|(lock, pick)| Guard {
+        lock: lock.clone(),
+        token: resolve_token(model, lock, *pick),
+    })
+}
+
+fn to_command(model: &Model, op: &Op) -> Option<Command> {
+    Some(match op.clone() {
+        Op::Grant { id, ttl_ms } => Command::Grant { id, ttl_ms },
+        Op::Renew { ids } => Command::Renew { ids },
+        Op::Revoke { id } => Command::Revoke { id },
+        Op::Expire { leases } => Command::Expire {
+            leases: leases
+                .into_iter()
+                .map(|(id, pick)| {
+                    let renewed = model.leases.get(&id).map_or(0, |l| l.renewed);
+                    let observed_renewed_revision = match pick {
+                        ObservedPick::Current => renewed,
+                        ObservedPick::Stale => renewed.saturating_sub(1),
+                    };
+                    ExpiredLease {
+                        id,
+                        observed_renewed_revision,
+                    }
+                })
+                .collect(),
+        },
+        Op::Put {
+            key,
+            value,
+            lease,
+            guard,
+            prev_kv,
+        } => Command::Put {
+            key,
+            value,
+            lease,
+            guard: resolve_guard(model, &guard),
+            prev_kv,
+        },
+        Op::Delete {
+            selector,
+            guard,
+            prev_kv,
+        } => Command::Delete {
+            selector,
+            guard: resolve_guard(model, &guard),
+            prev_kv,
+        },
+        Op::Txn {
+            compares,
+            success,
+            failure,
+            guard,
+        } => Command::Txn(Txn {
+            compares,
+            success,
+            failure,
+            guard: resolve_guard(model, &guard),
+        }),
+        Op::Acquire { name, lease, wait } => Command::LockAcquire { name, lease, wait },
+        Op::Release { name, lease, token } => {
+            let token = resolve_token(model, &name, token);
+            Command::LockRelease { name, lease, token }
+        }
+        Op::Cancel { name, lease } => Command::LockCancel { name, lease },
+        Op::SnapshotRestore | Op::Retry | Op::Blank => return None,
+    })
+}
+
+fn check(condition: bool, message: impl FnOnce() -> String) -> Result<(), TestCaseError> {
+    if condition {
+        Ok(())
+    } else {
+        Err(TestCaseError::fail(message()))
+    }
+}
+
+fn run(sequence: &[(Op, Option<u8>)]) -> Result<(), TestCaseError> {
+    let mut real = State::new(limits());
+    // A second replica fed the same log must end with the same digest.
+    let mut replica = State::new(limits());
+    let mut model = Model::new(limits());
+    let mut last_request: Option<Request> = None;
+    let mut last_tokens: BTreeMap<String, u64> = BTreeMap::new();
+    let mut seq = 0u64;
+    for (step, (op, client)) in sequence.iter().enumerate() {
+        let rev = step as u64 + 1;
+        let request = match op {
+            Op::SnapshotRestore => {
+                let bytes = real
+                    .snapshot()
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                let restored =
+                    State::restore(&bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                check(restored == real, || {
+                    format!("step {step}: restore(snapshot(s)) != s")
+                })?;
+                real = restored;
+                None
+            }
+            Op::Blank => None,
+            Op::Retry => last_request.clone(),
+            op => to_command(&model, op).map(|command| {
+                seq += 1;
+                Request {
+                    request_id: client.map(|c| RequestId {
+                        client_id: u64::from(c),
+                        seq,
+                    }),
+                    command,
+                }
+            }),
+        };
+        let Some(request) = request else {
+            real.apply_noop(rev);
+            replica.apply_noop(rev);
+            model.last = rev;
+            continue;
+        };
+        let mut expected_changes = Changes::new();
+        let expected = model.apply(rev, &request, &mut expected_changes);
+        let applied = real.apply(rev, &request);
+        replica.apply(rev, &request);
+        check(applied.response == expected, || {
+            format!(
+                "step {step}: {request:?}\n  real:  {:?}\n  model: {expected:?}",
+                applied.response
+            )
+        })?;
+        let changes: Changes = applied
+            .effects
+            .events
+            .iter()
+            .map(|e| (e.kind, e.kv.key.clone(), e.lease))
+            .collect();
+        check(changes == expected_changes, || {
+            format!(
+                "step {step}: {request:?}\n  real events:  {changes:?}\n  model events: {expected_changes:?}"
+            )
+        })?;
+        for event in &applied.effects.events {
+            check(event.kv.mod_revision == rev, || {
+                format!("step {step}: event not stamped with revision {rev}")
+            })?;
+        }
+        // Tokens strictly increase per lock, and never exceed the revision that granted them.
+        for effect in &applied.effects.locks {
+            if let LockEffect::Acquired { name, token, .. } = effect {
+                let last = last_tokens.insert(name.clone(), *token).unwrap_or(0);
+                check(*token > last && *token == rev, || {
+                    format!(
+                        "step {step}: lock {name:?} token {token} after {last} at revision {rev}"
+                    )
+                })?;
+            }
+        }
+        real.check_invariants()
+            .map_err(|broken| TestCaseError::fail(format!("step {step}: {broken}")))?;
+        check(real.last_applied() == rev, || {
+            format!("step {step}: applied index not advanced")
+        })?;
+        compare_observable(step, &real, &model)?;
+        last_request = Some(request);
+    }
+    let (a, b) = (real.digest(), replica.digest());
+    check(matches!((&a, &b), (Ok(a), Ok(b)) if a == b), || {
+        "replicas fed the same log diverged".into()
+    })
+}
+
+fn compare_observable(step: usize, real: &State, model: &Model) -> Result<(), TestCaseError> {
+    let kvs = real.range(&KeySelector::Prefix(Vec::new()), 0).kvs;
+    let model_kvs: Vec<KeyValue> = model.kv.values().cloned().collect();
+    check(kvs == model_kvs, || {
+        format!("step {step}: keys differ\n  real:  {kvs:?}\n  model: {model_kvs:?}")
+    })?;
+    let leases: Vec<LeaseInfo> = real
+        .leases(0, usize::MAX)
+        .iter()
+        .filter_map(|l| real.lease(l.id, true))
+        .collect();
+    let model_leases = model.lease_infos();
+    check(leases == model_leases, || {
+        format!("step {step}: leases differ\n  real:  {leases:?}\n  model: {model_leases:?}")
+    })?;
+    let locks = real.locks();
+    let model_locks = model.lock_infos();
+    check(locks == model_locks, || {
+        format!("step {step}: locks differ\n  real:  {locks:?}\n  model: {model_locks:?}")
+    })
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn state_machine_matches_the_reference_model() {
+    let seed = env_u64("ZARIS_SEED").unwrap_or_else(|| {
+        // A fresh seed per run, printed on failure; no clock needed, the address of a local is
+        // random enough under ASLR and the process id differs per run.
+        let local = 0u8;
+        (&local as *const u8 as u64) ^ (u64::from(std::process::id()) << 32)
+    });
+    let cases = env_u64("ZARIS_CASES").unwrap_or(2_000) as u32;
+    let mut seed_bytes = [0u8; 32];
+    seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    };
+    let mut runner = TestRunner::new_with_rng(
+        config,
+        TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
+    );
+    if let Err(failure) = runner.run(&ops(), |sequence| run(&sequence)) {
+        panic!(
+            "model test failed with seed {seed} ({cases} cases); reproduce with \
+             ZARIS_SEED={seed} cargo test -p zaris-core model\n{failure}"
+        );
+    }
+}

@@ -1,0 +1,1008 @@
+//! Hand-written scenarios: each behaviour and each rejection path, with the exact outcome.
+
+use zaris_core::{
+    CancelOutcome, Command, Compare, CompareOp, CompareTarget, EventKind, ExpiredLease, Guard,
+    KeySelector, LeaseEffect, LimitKind, Limits, LockEffect, LockOutcome, OpResult, Outcome,
+    Rejection, Request, RequestId, State, Txn, TxnOp,
+};
+
+use super::Log;
+
+const TTL: u64 = 10_000;
+
+fn grant(log: &mut Log) -> u64 {
+    match log.apply(Command::Grant { id: 0, ttl_ms: TTL }) {
+        Ok(Outcome::Granted { id, .. }) => id,
+        other => panic!("grant failed: {other:?}"),
+    }
+}
+
+fn put(key: &str, value: &str, lease: u64) -> Command {
+    Command::Put {
+        key: key.into(),
+        value: value.into(),
+        lease,
+        guard: None,
+        prev_kv: false,
+    }
+}
+
+fn guarded_put(key: &str, lock: &str, token: u64) -> Command {
+    Command::Put {
+        key: key.into(),
+        value: b"v".to_vec(),
+        lease: 0,
+        guard: Some(Guard {
+            lock: lock.into(),
+            token,
+        }),
+        prev_kv: false,
+    }
+}
+
+fn acquire(name: &str, lease: u64, wait: bool) -> Command {
+    Command::LockAcquire {
+        name: name.into(),
+        lease,
+        wait,
+    }
+}
+
+fn held_token(response: zaris_core::Response) -> u64 {
+    match response {
+        Ok(Outcome::Lock(LockOutcome::Held { token })) => token,
+        other => panic!("expected the lock to be held, got {other:?}"),
+    }
+}
+
+fn keys(state: &State) -> Vec<Vec<u8>> {
+    state
+        .range(&KeySelector::Prefix(Vec::new()), 0)
+        .kvs
+        .into_iter()
+        .map(|kv| kv.key)
+        .collect()
+}
+
+/// Applies a command expected to be rejected and checks it changed nothing but the applied index.
+fn assert_rejected(log: &mut Log, command: Command, expected: Rejection) {
+    let mut unchanged = log.state.clone();
+    unchanged.apply_noop(log.rev());
+    // Rejections must be caught before proposing, too, when they are stateless.
+    let response = log.apply(command);
+    assert_eq!(response, Err(expected));
+    assert_eq!(log.state, unchanged, "a rejected command changed the state");
+}
+
+// ---- leases ----------------------------------------------------------------------------------
+
+#[test]
+fn grant_chooses_fresh_ids_and_never_reuses_them() {
+    let mut log = Log::new(Limits::default());
+    let a = grant(&mut log);
+    let b = grant(&mut log);
+    assert_eq!((a, b), (1, 2));
+    log.apply(Command::Revoke { id: b }).expect("revoke");
+    // A client takes id 3; the server skips it and never hands out 2 again.
+    assert_eq!(
+        log.apply(Command::Grant { id: 3, ttl_ms: TTL }),
+        Ok(Outcome::Granted { id: 3, ttl_ms: TTL })
+    );
+    assert_eq!(grant(&mut log), 4);
+}
+
+#[test]
+fn grant_rejects_a_live_client_chosen_id() {
+    let mut log = Log::new(Limits::default());
+    let id = grant(&mut log);
+    assert_rejected(
+        &mut log,
+        Command::Grant { id, ttl_ms: TTL },
+        Rejection::LeaseExists(id),
+    );
+}
+
+#[test]
+fn ttl_outside_bounds_is_rejected_not_clamped() {
+    let limits = Limits::default();
+    let mut log = Log::new(limits.clone());
+    for ttl_ms in [0, limits.min_ttl_ms - 1, limits.max_ttl_ms + 1] {
+        let expected = Rejection::TtlOutOfRange {
+            ttl_ms,
+            min_ttl_ms: limits.min_ttl_ms,
+            max_ttl_ms: limits.max_ttl_ms,
+        };
+        let command = Command::Grant { id: 0, ttl_ms };
+        assert_eq!(
+            Request::new(command.clone()).validate(&limits),
+            Err(expected.clone())
+        );
+        assert_rejected(&mut log, command, expected);
+    }
+    for ttl_ms in [limits.min_ttl_ms, limits.max_ttl_ms] {
+        assert!(log.apply(Command::Grant { id: 0, ttl_ms }).is_ok());
+    }
+}
+
+#[test]
+fn lease_count_is_bounded() {
+    let mut log = Log::new(Limits {
+        max_leases: 2,
+        ..Limits::default()
+    });
+    grant(&mut log);
+    grant(&mut log);
+    assert_rejected(
+        &mut log,
+        Command::Grant { id: 0, ttl_ms: TTL },
+        Rejection::LimitExceeded {
+            limit: LimitKind::Leases,
+            max: 2,
+            actual: 3,
+        },
+    );
+}
+
+#[test]
+fn renew_reports_missing_leases_per_id() {
+    let mut log = Log::new(Limits::default());
+    let a = grant(&mut log);
+    let rev = log.rev();
+    let applied = log.apply_full(Command::Renew { ids: vec![a, 99] });
+    assert_eq!(
+        applied.response,
+        Ok(Outcome::Renewed {
+            renewed: vec![(a, TTL)],
+            not_found: vec![99],
+        })
+    );
+    assert_eq!(
+        applied.effects.leases,
+        vec![LeaseEffect::Refreshed {
+            id: a,
+            ttl_ms: TTL,
+            renewed_revision: rev
+        }]
+    );
+    assert_eq!(
+        log.state.lease(a, false).map(|l| l.renewed_revision),
+        Some(rev)
+    );
+}
+
+#[test]
+fn renew_batch_is_bounded_and_not_empty() {
+    let mut log = Log::new(Limits {
+        max_batch_ids: 3,
+        ..Limits::default()
+    });
+    assert_rejected(
+        &mut log,
+        Command::Renew {
+            ids: vec![1, 2, 3, 4],
+        },
+        Rejection::LimitExceeded {
+            limit: LimitKind::BatchIds,
+            max: 3,
+            actual: 4,
+        },
+    );
+    assert_rejected(
+        &mut log,
+        Command::Renew { ids: vec![] },
+        Rejection::InvalidArgument("no lease ids given".into()),
+    );
+    assert_rejected(
+        &mut log,
+        Command::Renew { ids: vec![0] },
+        Rejection::InvalidArgument("lease id 0 is reserved for \"no lease\"".into()),
+    );
+}
+
+#[test]
+fn revoke_deletes_bound_keys_in_one_revision_and_reports_the_lease() {
+    let mut log = Log::new(Limits::default());
+    let lease = grant(&mut log);
+    log.apply(put("a", "1", lease)).expect("put");
+    log.apply(put("b", "2", lease)).expect("put");
+    log.apply(put("c", "3", 0)).expect("put");
+    let rev = log.rev();
+    let applied = log.apply_full(Command::Revoke { id: lease });
+    assert_eq!(
+        applied.response,
+        Ok(Outcome::Revoked {
+            id: lease,
+            keys_deleted: 2
+        })
+    );
+    let events: Vec<_> = applied
+        .effects
+        .events
+        .iter()
+        .map(|e| (e.kind, e.kv.key.clone(), e.kv.mod_revision, e.lease))
+        .collect();
+    assert_eq!(
+        events,
+        vec![
+            (EventKind::Revoke, b"a".to_vec(), rev, lease),
+            (EventKind::Revoke, b"b".to_vec(), rev, lease),
+        ]
+    );
+    assert_eq!(keys(&log.state), vec![b"c".to_vec()]);
+    assert!(log.state.lease(lease, false).is_none());
+    // No resurrection: renewing the revoked lease finds nothing.
+    assert_eq!(
+        log.apply(Command::Renew { ids: vec![lease] }),
+        Ok(Outcome::Renewed {
+            renewed: vec![],
+            not_found: vec![lease]
+        })
+    );
+}
+
+#[test]
+fn revoke_of_unknown_lease_is_rejected() {
+    let mut log = Log::new(Limits::default());
+    assert_rejected(
+        &mut log,
+        Command::Revoke { id: 7 },
+        Rejection::LeaseNotFound(7),
+    );
+}
+
+#[test]
+fn expire_is_skipped_for_a_lease_renewed_after_the_leader_looked() {
+    let mut log = Log::new(Limits::default());
+    let racer = grant(&mut log);
+    let idle = grant(&mut log);
+    log.apply(put("racer", "x", racer)).expect("put");
+    log.apply(put("idle", "x", idle)).expect("put");
+    let observed_racer = log
+        .state
+        .lease(racer, false)
+        .expect("lease")
+        .renewed_revision;
+    let observed_idle = log
+        .state
+        .lease(idle, false)
+        .expect("lease")
+        .renewed_revision;
+    // The leader decides to expire both; a renew of `racer` commits first.
+    log.apply(Command::Renew { ids: vec![racer] })
+        .expect("renew");
+    let applied = log.apply_full(Command::Expire {
+        leases: vec![
+            ExpiredLease {
+                id: racer,
+                observed_renewed_revision: observed_racer,
+            },
+            ExpiredLease {
+                id: idle,
+                observed_renewed_revision: observed_idle,
+            },
+            ExpiredLease {
+                id: 42,
+                observed_renewed_revision: 1,
+            },
+        ],
+    });
+    assert_eq!(
+        applied.response,
+        Ok(Outcome::Expired {
+            revoked: vec![idle],
+            skipped: vec![racer, 42],
+        })
+    );
+    assert_eq!(
+        applied
+            .effects
+            .events
+            .iter()
+            .map(|e| e.kind)
+            .collect::<Vec<_>>(),
+        vec![EventKind::Expire]
+    );
+    assert_eq!(
+        applied.effects.leases,
+        vec![LeaseEffect::Revoked {
+            id: idle,
+            expired: true
+        }]
+    );
+    assert_eq!(keys(&log.state), vec![b"racer".to_vec()]);
+}
+
+#[test]
+fn introspection_lists_keys_and_locks() {
+    let mut log = Log::new(Limits::default());
+    let lease = grant(&mut log);
+    let other = grant(&mut log);
+    log.apply(put("k1", "v", lease)).expect("put");
+    log.apply(put("k2", "v", lease)).expect("put");
+    held_token(log.apply(acquire("m", lease, false)));
+    held_token(log.apply(acquire("n", other, false)));
+    log.apply(acquire("n", lease, true)).expect("queue");
+    let info = log.state.lease(lease, true).expect("lease");
+    assert_eq!(info.key_count, 2);
+    assert_eq!(info.keys, vec![b"k1".to_vec(), b"k2".to_vec()]);
+    assert_eq!(info.locks_held, vec!["m".to_string()]);
+    assert_eq!(info.locks_waiting, vec!["n".to_string()]);
+    let listed: Vec<u64> = log.state.leases(0, 10).iter().map(|l| l.id).collect();
+    assert_eq!(listed, vec![lease, other]);
+    assert_eq!(
+        log.state
+            .leases(lease, 10)
+            .iter()
+            .map(|l| l.id)
+            .collect::<Vec<_>>(),
+        vec![other]
+    );
+}
+
+// ---- keys ------------------------------------------------------------------------------------
+
+#[test]
+fn put_tracks_revisions_versions_and_rebinds_keys() {
+    let mut log = Log::new(Limits::default());
+    let a = grant(&mut log);
+    let b = grant(&mut log);
+    let first = log.rev();
+    log.apply(put("k", "1", a)).expect("put");
+    let second = log.rev();
+    let response = log.apply(Command::Put {
+        key: b"k".to_vec(),
+        value: b"2".to_vec(),
+        lease: b,
+        guard: None,
+        prev_kv: true,
+    });
+    let Ok(Outcome::Put { prev: Some(prev) }) = response else {
+        panic!("expected prev kv, got {response:?}");
+    };
+    assert_eq!((prev.value.as_slice(), prev.lease), (&b"1"[..], a));
+    let kv = log.state.get(b"k").expect("key");
+    assert_eq!(
+        (kv.create_revision, kv.mod_revision, kv.version, kv.lease),
+        (first, second, 2, b)
+    );
+    assert_eq!(log.state.lease(a, false).expect("a").key_count, 0);
+    assert_eq!(log.state.lease(b, false).expect("b").key_count, 1);
+    // Revoking the old lease leaves the moved key alone.
+    log.apply(Command::Revoke { id: a }).expect("revoke");
+    assert!(log.state.get(b"k").is_some());
+}
+
+#[test]
+fn put_with_unknown_lease_is_rejected() {
+    let mut log = Log::new(Limits::default());
+    assert_rejected(&mut log, put("k", "v", 5), Rejection::LeaseNotFound(5));
+}
+
+#[test]
+fn key_and_value_sizes_are_bounded() {
+    let limits = Limits {
+        max_key_bytes: 4,
+        max_value_bytes: 2,
+        ..Limits::default()
+    };
+    let mut log = Log::new(limits);
+    assert_rejected(
+        &mut log,
+        put("12345", "v", 0),
+        Rejection::LimitExceeded {
+            limit: LimitKind::KeyBytes,
+            max: 4,
+            actual: 5,
+        },
+    );
+    assert_rejected(
+        &mut log,
+        put("k", "123", 0),
+        Rejection::LimitExceeded {
+            limit: LimitKind::ValueBytes,
+            max: 2,
+            actual: 3,
+        },
+    );
+    assert_rejected(
+        &mut log,
+        put("", "v", 0),
+        Rejection::InvalidArgument("key must not be empty".into()),
+    );
+    assert!(log.apply(put("1234", "12", 0)).is_ok());
+}
+
+#[test]
+fn keys_per_lease_are_bounded() {
+    let mut log = Log::new(Limits {
+        max_keys_per_lease: 2,
+        ..Limits::default()
+    });
+    let lease = grant(&mut log);
+    log.apply(put("a", "v", lease)).expect("put");
+    log.apply(put("b", "v", lease)).expect("put");
+    // Overwriting a key already bound to the lease does not count again.
+    log.apply(put("b", "w", lease)).expect("overwrite");
+    assert_rejected(
+        &mut log,
+        put("c", "v", lease),
+        Rejection::LimitExceeded {
+            limit: LimitKind::KeysPerLease,
+            max: 2,
+            actual: 3,
+        },
+    );
+}
+
+#[test]
+fn delete_selects_by_key_prefix_and_range() {
+    let mut log = Log::new(Limits::default());
+    for key in ["a", "ab", "abc", "b", "ba", "c"] {
+        log.apply(put(key, "v", 0)).expect("put");
+    }
+    let deleted = |r| match r {
+        Ok(Outcome::Deleted { deleted, .. }) => deleted,
+        other => panic!("delete failed: {other:?}"),
+    };
+    let delete = |selector| Command::Delete {
+        selector,
+        guard: None,
+        prev_kv: false,
+    };
+    assert_eq!(
+        deleted(log.apply(delete(KeySelector::Prefix(b"ab".to_vec())))),
+        2
+    );
+    assert_eq!(
+        deleted(log.apply(delete(KeySelector::Range {
+            start: b"b".to_vec(),
+            end: b"c".to_vec()
+        }))),
+        2
+    );
+    assert_eq!(
+        deleted(log.apply(delete(KeySelector::Key(b"zz".to_vec())))),
+        0
+    );
+    assert_eq!(keys(&log.state), vec![b"a".to_vec(), b"c".to_vec()]);
+    assert_rejected(
+        &mut log,
+        delete(KeySelector::Range {
+            start: b"c".to_vec(),
+            end: b"a".to_vec(),
+        }),
+        Rejection::InvalidArgument(
+            "range end must be greater than range start (or empty for \"to the end\")".into(),
+        ),
+    );
+    assert_eq!(
+        deleted(log.apply(delete(KeySelector::Range {
+            start: b"b".to_vec(),
+            end: Vec::new()
+        }))),
+        1
+    );
+}
+
+#[test]
+fn range_honours_limit_and_counts_all_matches() {
+    let mut log = Log::new(Limits::default());
+    for key in ["p/1", "p/2", "p/3", "q"] {
+        log.apply(put(key, "v", 0)).expect("put");
+    }
+    let result = log.state.range(&KeySelector::Prefix(b"p/".to_vec()), 2);
+    assert_eq!(result.count, 3);
+    assert!(result.more);
+    assert_eq!(
+        result
+            .kvs
+            .iter()
+            .map(|kv| kv.key.clone())
+            .collect::<Vec<_>>(),
+        vec![b"p/1".to_vec(), b"p/2".to_vec()]
+    );
+}
+
+// ---- transactions ----------------------------------------------------------------------------
+
+fn compare(key: &str, target: CompareTarget, op: CompareOp) -> Compare {
+    Compare {
+        key: key.into(),
+        target,
+        op,
+    }
+}
+
+#[test]
+fn txn_picks_a_branch_from_its_compares() {
+    let mut log = Log::new(Limits::default());
+    log.apply(put("k", "1", 0)).expect("put");
+    let txn = |compares| {
+        Command::Txn(Txn {
+            compares,
+            success: vec![TxnOp::Put {
+                key: b"won".to_vec(),
+                value: b"y".to_vec(),
+                lease: 0,
+            }],
+            failure: vec![TxnOp::Get {
+                selector: KeySelector::Key(b"k".to_vec()),
+                limit: 0,
+            }],
+            guard: None,
+        })
+    };
+    let response = log.apply(txn(vec![
+        compare("k", CompareTarget::Value(b"1".to_vec()), CompareOp::Equal),
+        compare("k", CompareTarget::Version(1), CompareOp::Equal),
+        compare("missing", CompareTarget::Version(0), CompareOp::Equal),
+        compare("missing", CompareTarget::CreateRevision(1), CompareOp::Less),
+    ]));
+    assert_eq!(
+        response,
+        Ok(Outcome::Txn {
+            succeeded: true,
+            results: vec![OpResult::Put { prev: None }]
+        })
+    );
+    // A value compare against a missing key is false whatever the operator.
+    let response = log.apply(txn(vec![compare(
+        "missing",
+        CompareTarget::Value(Vec::new()),
+        CompareOp::NotEqual,
+    )]));
+    let Ok(Outcome::Txn {
+        succeeded: false,
+        results,
+    }) = response
+    else {
+        panic!("expected failure branch, got {response:?}");
+    };
+    assert!(matches!(&results[..], [OpResult::Got { kvs, more: false }] if kvs.len() == 1));
+    let response = log.apply(txn(vec![
+        compare("k", CompareTarget::ModRevision(100), CompareOp::Greater),
+        compare("k", CompareTarget::Lease(0), CompareOp::Equal),
+    ]));
+    assert!(matches!(
+        response,
+        Ok(Outcome::Txn {
+            succeeded: false,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn txn_branch_is_all_or_nothing() {
+    let mut log = Log::new(Limits::default());
+    let command = Command::Txn(Txn {
+        compares: vec![],
+        success: vec![
+            TxnOp::Put {
+                key: b"a".to_vec(),
+                value: b"1".to_vec(),
+                lease: 0,
+            },
+            TxnOp::Put {
+                key: b"b".to_vec(),
+                value: b"1".to_vec(),
+                lease: 77,
+            },
+        ],
+        failure: vec![],
+        guard: None,
+    });
+    assert_rejected(&mut log, command, Rejection::LeaseNotFound(77));
+    assert!(keys(&log.state).is_empty());
+}
+
+#[test]
+fn txn_size_is_bounded() {
+    let mut log = Log::new(Limits {
+        max_txn_ops: 2,
+        ..Limits::default()
+    });
+    let op = TxnOp::Delete {
+        selector: KeySelector::Key(b"k".to_vec()),
+    };
+    assert_rejected(
+        &mut log,
+        Command::Txn(Txn {
+            compares: vec![compare("k", CompareTarget::Version(0), CompareOp::Equal)],
+            success: vec![op.clone()],
+            failure: vec![op],
+            guard: None,
+        }),
+        Rejection::LimitExceeded {
+            limit: LimitKind::TxnOps,
+            max: 2,
+            actual: 3,
+        },
+    );
+}
+
+// ---- locks -----------------------------------------------------------------------------------
+
+#[test]
+fn lock_queue_is_fifo_and_passes_with_a_higher_token_on_revoke() {
+    let mut log = Log::new(Limits::default());
+    let (a, b, c) = (grant(&mut log), grant(&mut log), grant(&mut log));
+    let first = held_token(log.apply(acquire("job", a, true)));
+    assert_eq!(
+        log.apply(acquire("job", b, true)),
+        Ok(Outcome::Lock(LockOutcome::Queued { position: 1 }))
+    );
+    assert_eq!(
+        log.apply(acquire("job", c, true)),
+        Ok(Outcome::Lock(LockOutcome::Queued { position: 2 }))
+    );
+    // Asking again is idempotent.
+    assert_eq!(
+        log.apply(acquire("job", c, true)),
+        Ok(Outcome::Lock(LockOutcome::Queued { position: 2 }))
+    );
+    assert_eq!(held_token(log.apply(acquire("job", a, true))), first);
+    assert_eq!(
+        log.apply(acquire("job", c, false)),
+        Ok(Outcome::Lock(LockOutcome::Queued { position: 2 }))
+    );
+
+    let rev = log.rev();
+    let applied = log.apply_full(Command::Revoke { id: a });
+    assert_eq!(
+        applied.effects.locks,
+        vec![
+            LockEffect::Released {
+                name: "job".into(),
+                lease: a,
+                token: first
+            },
+            LockEffect::Acquired {
+                name: "job".into(),
+                lease: b,
+                token: rev
+            },
+        ]
+    );
+    let lock = log.state.lock("job").expect("lock");
+    assert_eq!((lock.holder, lock.token, lock.waiters), (b, rev, vec![c]));
+    assert!(rev > first);
+}
+
+#[test]
+fn revoking_holder_and_next_waiter_together_hands_the_lock_over_once() {
+    let mut log = Log::new(Limits::default());
+    let (a, b, c) = (grant(&mut log), grant(&mut log), grant(&mut log));
+    held_token(log.apply(acquire("job", a, true)));
+    log.apply(acquire("job", b, true)).expect("queue");
+    log.apply(acquire("job", c, true)).expect("queue");
+    let rev = log.rev();
+    let applied = log.apply_full(Command::Expire {
+        leases: vec![
+            ExpiredLease {
+                id: a,
+                observed_renewed_revision: u64::MAX,
+            },
+            ExpiredLease {
+                id: b,
+                observed_renewed_revision: u64::MAX,
+            },
+        ],
+    });
+    let acquired: Vec<_> = applied
+        .effects
+        .locks
+        .iter()
+        .filter(|e| matches!(e, LockEffect::Acquired { .. }))
+        .collect();
+    assert_eq!(
+        acquired,
+        vec![&LockEffect::Acquired {
+            name: "job".into(),
+            lease: c,
+            token: rev
+        }]
+    );
+}
+
+#[test]
+fn try_lock_reports_busy_with_the_holder() {
+    let mut log = Log::new(Limits::default());
+    let (a, b) = (grant(&mut log), grant(&mut log));
+    let token = held_token(log.apply(acquire("m", a, false)));
+    assert_eq!(
+        log.apply(acquire("m", b, false)),
+        Ok(Outcome::Lock(LockOutcome::Busy { holder: a, token }))
+    );
+}
+
+#[test]
+fn lock_needs_a_live_lease_and_a_valid_name() {
+    let mut log = Log::new(Limits {
+        max_lock_name_bytes: 3,
+        ..Limits::default()
+    });
+    assert_rejected(&mut log, acquire("m", 9, true), Rejection::LeaseNotFound(9));
+    assert_rejected(
+        &mut log,
+        acquire("long", 9, true),
+        Rejection::LimitExceeded {
+            limit: LimitKind::LockNameBytes,
+            max: 3,
+            actual: 4,
+        },
+    );
+    assert_rejected(
+        &mut log,
+        acquire("", 9, true),
+        Rejection::InvalidArgument("lock name must not be empty".into()),
+    );
+    assert_rejected(
+        &mut log,
+        acquire("m", 0, true),
+        Rejection::InvalidArgument("lease id 0 is reserved for \"no lease\"".into()),
+    );
+}
+
+#[test]
+fn waiters_per_lock_are_bounded() {
+    let mut log = Log::new(Limits {
+        max_waiters_per_lock: 1,
+        ..Limits::default()
+    });
+    let (a, b, c) = (grant(&mut log), grant(&mut log), grant(&mut log));
+    held_token(log.apply(acquire("m", a, true)));
+    log.apply(acquire("m", b, true)).expect("queue");
+    assert_rejected(
+        &mut log,
+        acquire("m", c, true),
+        Rejection::LimitExceeded {
+            limit: LimitKind::WaitersPerLock,
+            max: 1,
+            actual: 2,
+        },
+    );
+}
+
+#[test]
+fn release_is_fenced_by_token() {
+    let mut log = Log::new(Limits::default());
+    let (a, b) = (grant(&mut log), grant(&mut log));
+    let token = held_token(log.apply(acquire("m", a, true)));
+    log.apply(acquire("m", b, true)).expect("queue");
+    let release = |lease, token| Command::LockRelease {
+        name: "m".into(),
+        lease,
+        token,
+    };
+    for (lease, stale) in [(a, token - 1), (b, token)] {
+        assert_rejected(
+            &mut log,
+            release(lease, stale),
+            Rejection::NotHolder {
+                lock: "m".into(),
+                lease,
+                token: stale,
+            },
+        );
+    }
+    let rev = log.rev();
+    assert_eq!(
+        log.apply(release(a, token)),
+        Ok(Outcome::Unlocked {
+            next: Some((b, rev))
+        })
+    );
+    // The old holder's token no longer releases anything: the successor keeps the lock.
+    assert_rejected(
+        &mut log,
+        release(a, token),
+        Rejection::NotHolder {
+            lock: "m".into(),
+            lease: a,
+            token,
+        },
+    );
+    assert_eq!(
+        log.apply(release(b, rev)),
+        Ok(Outcome::Unlocked { next: None })
+    );
+    assert!(log.state.lock("m").is_none());
+}
+
+#[test]
+fn cancel_withdraws_a_waiter_or_reports_the_lock_held() {
+    let mut log = Log::new(Limits::default());
+    let (a, b) = (grant(&mut log), grant(&mut log));
+    let token = held_token(log.apply(acquire("m", a, true)));
+    log.apply(acquire("m", b, true)).expect("queue");
+    let cancel = |lease| Command::LockCancel {
+        name: "m".into(),
+        lease,
+    };
+    assert_eq!(
+        log.apply(cancel(b)),
+        Ok(Outcome::Cancelled(CancelOutcome::Withdrawn))
+    );
+    assert_eq!(
+        log.apply(cancel(b)),
+        Ok(Outcome::Cancelled(CancelOutcome::NotWaiting))
+    );
+    assert_eq!(
+        log.apply(cancel(a)),
+        Ok(Outcome::Cancelled(CancelOutcome::Held { token }))
+    );
+}
+
+#[test]
+fn guarded_writes_apply_only_with_the_current_token() {
+    let mut log = Log::new(Limits::default());
+    let (a, b) = (grant(&mut log), grant(&mut log));
+    let old = held_token(log.apply(acquire("m", a, true)));
+    log.apply(acquire("m", b, true)).expect("queue");
+    assert!(log.apply(guarded_put("x", "m", old)).is_ok());
+    log.apply(Command::Revoke { id: a }).expect("revoke");
+    let new = log.state.lock("m").expect("lock").token;
+    // A's late write with its old token is refused by the store itself.
+    assert_rejected(
+        &mut log,
+        guarded_put("x", "m", old),
+        Rejection::GuardFailed {
+            lock: "m".into(),
+            token: old,
+            current: Some(new),
+        },
+    );
+    assert!(log.apply(guarded_put("x", "m", new)).is_ok());
+    assert_rejected(
+        &mut log,
+        guarded_put("x", "free", 1),
+        Rejection::GuardFailed {
+            lock: "free".into(),
+            token: 1,
+            current: None,
+        },
+    );
+    let guarded_delete = Command::Delete {
+        selector: KeySelector::Key(b"x".to_vec()),
+        guard: Some(Guard {
+            lock: "m".into(),
+            token: old,
+        }),
+        prev_kv: false,
+    };
+    assert_rejected(
+        &mut log,
+        guarded_delete,
+        Rejection::GuardFailed {
+            lock: "m".into(),
+            token: old,
+            current: Some(new),
+        },
+    );
+    let guarded_txn = Command::Txn(Txn {
+        compares: vec![],
+        success: vec![TxnOp::Delete {
+            selector: KeySelector::Key(b"x".to_vec()),
+        }],
+        failure: vec![],
+        guard: Some(Guard {
+            lock: "m".into(),
+            token: old,
+        }),
+    });
+    assert_rejected(
+        &mut log,
+        guarded_txn,
+        Rejection::GuardFailed {
+            lock: "m".into(),
+            token: old,
+            current: Some(new),
+        },
+    );
+}
+
+// ---- log mechanics ---------------------------------------------------------------------------
+
+#[test]
+fn a_retried_request_is_applied_once() {
+    let mut log = Log::new(Limits::default());
+    let id = RequestId {
+        client_id: 7,
+        seq: 1,
+    };
+    let request = Request::with_id(id, Command::Grant { id: 0, ttl_ms: TTL });
+    let first = log.apply_request(&request);
+    let second = log.apply_request(&request);
+    assert_eq!(first.response, second.response);
+    assert!(second.effects.is_empty());
+    assert_eq!(log.state.lease_count(), 1);
+}
+
+#[test]
+fn dedup_table_evicts_the_oldest_id() {
+    let mut log = Log::new(Limits {
+        dedup_capacity: 2,
+        ..Limits::default()
+    });
+    let request = |seq| {
+        Request::with_id(
+            RequestId { client_id: 1, seq },
+            Command::Grant { id: 0, ttl_ms: TTL },
+        )
+    };
+    for seq in 1..=3 {
+        log.apply_request(&request(seq));
+    }
+    let id = |seq| RequestId { client_id: 1, seq };
+    assert!(log.state.remembered(&id(1)).is_none());
+    assert!(log.state.remembered(&id(2)).is_some());
+    assert!(log.state.remembered(&id(3)).is_some());
+}
+
+#[test]
+fn replayed_entries_are_ignored() {
+    let mut log = Log::new(Limits::default());
+    grant(&mut log);
+    let before = log.state.clone();
+    let applied = log.state.apply(1, &Request::new(put("k", "v", 0)));
+    assert_eq!(applied.response, Ok(Outcome::Ignored));
+    assert_eq!(log.state, before);
+}
+
+#[test]
+fn rejected_requests_are_remembered_too() {
+    let mut log = Log::new(Limits::default());
+    let request = Request::with_id(
+        RequestId {
+            client_id: 2,
+            seq: 9,
+        },
+        Command::Revoke { id: 5 },
+    );
+    assert_eq!(
+        log.apply_request(&request).response,
+        Err(Rejection::LeaseNotFound(5))
+    );
+    grant(&mut log);
+    grant(&mut log);
+    grant(&mut log);
+    grant(&mut log);
+    grant(&mut log);
+    // Lease 5 exists now, but the retry returns the answer the original got.
+    assert_eq!(
+        log.apply_request(&request).response,
+        Err(Rejection::LeaseNotFound(5))
+    );
+    assert!(log.state.lease(5, false).is_some());
+}
+
+#[test]
+fn limits_check_catches_nonsense() {
+    assert!(Limits::default().check().is_ok());
+    let bad = Limits {
+        min_ttl_ms: 10,
+        max_ttl_ms: 5,
+        ..Limits::default()
+    };
+    assert!(bad.check().is_err());
+    let zero = Limits {
+        max_txn_ops: 0,
+        ..Limits::default()
+    };
+    assert_eq!(
+        zero.check(),
+        Err("max_txn_ops must be at least 1".to_string())
+    );
+}
+
+#[test]
+fn rejection_messages_name_the_limit() {
+    let message = Rejection::LimitExceeded {
+        limit: LimitKind::KeyBytes,
+        max: 4096,
+        actual: 5000,
+    }
+    .to_string();
+    assert_eq!(message, "limit max_key_bytes exceeded: 5000 > 4096");
+}
