@@ -1,0 +1,219 @@
+//! The Raft log in sled: entries keyed by big-endian index (so key order is index order), plus the
+//! vote, the purge point and the committed index.
+
+use std::fmt::Debug;
+use std::io;
+use std::ops::{Bound, RangeBounds};
+
+use openraft::storage::{IOFlushed, RaftLogStorage};
+use openraft::{LogState, OptionalSend, RaftLogReader};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use zaris_core::codec;
+
+use crate::io_err;
+use crate::types::{Entry, LogId, TypeConfig, Vote};
+
+const VOTE: &str = "vote";
+const LAST_PURGED: &str = "last_purged";
+const COMMITTED: &str = "committed";
+
+/// Handle to the log; clones share the same trees, so a reader created earlier sees later appends.
+#[derive(Clone, Debug)]
+pub struct LogStore {
+    db: sled::Db,
+    log: sled::Tree,
+    meta: sled::Tree,
+}
+
+fn index_key(index: u64) -> [u8; 8] {
+    index.to_be_bytes()
+}
+
+impl LogStore {
+    pub(crate) fn new(db: sled::Db) -> io::Result<Self> {
+        let log = db
+            .open_tree("raft_log")
+            .map_err(|e| io_err("open log tree", e))?;
+        let meta = db
+            .open_tree("raft_meta")
+            .map_err(|e| io_err("open meta tree", e))?;
+        Ok(LogStore { db, log, meta })
+    }
+
+    fn get_meta<T: DeserializeOwned>(&self, key: &str) -> io::Result<Option<T>> {
+        match self
+            .meta
+            .get(key)
+            .map_err(|e| io_err("read raft meta", e))?
+        {
+            Some(bytes) => codec::decode(&bytes, codec::MAX_MESSAGE_BYTES)
+                .map(Some)
+                .map_err(|e| io_err(key, e)),
+            None => Ok(None),
+        }
+    }
+
+    fn put_meta<T: Serialize>(&self, key: &str, value: &T) -> io::Result<()> {
+        let bytes = codec::encode(value).map_err(|e| io_err(key, e))?;
+        self.meta
+            .insert(key, bytes)
+            .map_err(|e| io_err("write raft meta", e))?;
+        Ok(())
+    }
+
+    /// Makes everything written so far durable (sled's background flush runs only every 500 ms).
+    async fn fsync(&self) -> io::Result<()> {
+        self.db
+            .flush_async()
+            .await
+            .map(|_| ())
+            .map_err(|e| io_err("fsync", e))
+    }
+
+    fn decode_entry(bytes: &[u8]) -> io::Result<Entry> {
+        codec::decode(bytes, codec::MAX_MESSAGE_BYTES).map_err(|e| io_err("decode log entry", e))
+    }
+
+    /// The index of the last entry in the log, for tests and diagnostics.
+    pub fn last_index(&self) -> io::Result<Option<u64>> {
+        Ok(self
+            .log
+            .last()
+            .map_err(|e| io_err("read log", e))?
+            .map(|(k, _)| index_from_key(&k))
+            .transpose()?
+            .flatten())
+    }
+}
+
+fn index_from_key(key: &[u8]) -> io::Result<Option<u64>> {
+    let bytes: [u8; 8] = key
+        .try_into()
+        .map_err(|_| io_err("log key", format!("{} bytes, expected 8", key.len())))?;
+    Ok(Some(u64::from_be_bytes(bytes)))
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, io::Error> {
+        let start = match range.start_bound() {
+            Bound::Included(i) => *i,
+            Bound::Excluded(i) => i.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let mut entries = Vec::new();
+        for item in self.log.range(index_key(start)..) {
+            let (key, value) = item.map_err(|e| io_err("read log", e))?;
+            let index = index_from_key(&key)?.unwrap_or(0);
+            if !range.contains(&index) {
+                break;
+            }
+            entries.push(Self::decode_entry(&value)?);
+        }
+        Ok(entries)
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote>, io::Error> {
+        self.get_meta(VOTE)
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = Self;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, io::Error> {
+        let last_purged: Option<LogId> = self.get_meta(LAST_PURGED)?;
+        let last = match self.log.last().map_err(|e| io_err("read log", e))? {
+            Some((_, value)) => Some(Self::decode_entry(&value)?.log_id),
+            None => None,
+        };
+        Ok(LogState {
+            last_purged_log_id: last_purged,
+            last_log_id: last.or(last_purged),
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote) -> Result<(), io::Error> {
+        self.put_meta(VOTE, vote)?;
+        // A vote must survive a crash before it is acted on, or a node could vote twice in a term.
+        self.fsync().await
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), io::Error> {
+        // Not fsync'd: losing it only means re-applying less of the log at restart until the
+        // leader tells this node the commit index again.
+        self.put_meta(COMMITTED, &committed)
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId>, io::Error> {
+        Ok(self.get_meta::<Option<LogId>>(COMMITTED)?.flatten())
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: IOFlushed<TypeConfig>,
+    ) -> Result<(), io::Error>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut batch = sled::Batch::default();
+        for entry in entries {
+            let bytes = codec::encode(&entry).map_err(|e| io_err("encode log entry", e))?;
+            batch.insert(&index_key(entry.log_id.index)[..], bytes);
+        }
+        self.log
+            .apply_batch(batch)
+            .map_err(|e| io_err("append", e))?;
+        // The entries are readable now; they count as persisted (and may be acknowledged) only
+        // once they are on disk.
+        match self.fsync().await {
+            Ok(()) => {
+                callback.io_completed(Ok(()));
+                Ok(())
+            }
+            Err(e) => {
+                callback.io_completed(Err(io::Error::new(e.kind(), e.to_string())));
+                Err(e)
+            }
+        }
+    }
+
+    async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> Result<(), io::Error> {
+        let from = last_log_id.map_or(0, |l| l.index + 1);
+        let keys: Vec<sled::IVec> = self
+            .log
+            .range(index_key(from)..)
+            .keys()
+            .collect::<Result<_, _>>()
+            .map_err(|e| io_err("read log", e))?;
+        // Tail first, so a crash in the middle never leaves a hole.
+        for key in keys.into_iter().rev() {
+            self.log.remove(key).map_err(|e| io_err("truncate", e))?;
+        }
+        Ok(())
+    }
+
+    async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
+        // Record the purge point first: get_log_state derives the log's start from it.
+        self.put_meta(LAST_PURGED, &log_id)?;
+        let keys: Vec<sled::IVec> = self
+            .log
+            .range(..=index_key(log_id.index))
+            .keys()
+            .collect::<Result<_, _>>()
+            .map_err(|e| io_err("read log", e))?;
+        for key in keys {
+            self.log.remove(key).map_err(|e| io_err("purge", e))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,69 @@
+//! What was acknowledged stays after the store is dropped and reopened.
+
+use std::sync::Arc;
+
+use openraft::entry::RaftEntry;
+use openraft::storage::{IOFlushed, RaftLogStorage, RaftStateMachine};
+use openraft::type_config::TypeConfigExt;
+use openraft::{RaftLogReader, RaftSnapshotBuilder, Vote};
+use zaris_core::{Command, Limits, Request};
+use zaris_raft::{Entry, LogId, NoopObserver, Proposal, TypeConfig};
+
+fn log_id(term: u64, index: u64) -> LogId {
+    openraft::LogId::new(
+        openraft::impls::leader_id_adv::LeaderId { term, node_id: 1 },
+        index,
+    )
+}
+
+fn grant(term: u64, index: u64) -> Entry {
+    Entry::new_normal(
+        log_id(term, index),
+        Proposal(Request::new(Command::Grant {
+            id: 0,
+            ttl_ms: 5_000,
+        })),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_vote_and_snapshot_survive_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let (mut log, mut sm) =
+            zaris_raft::open(dir.path(), Arc::new(NoopObserver), Limits::default())
+                .await
+                .expect("open");
+        log.save_vote(&Vote::new(3, 1)).await.expect("vote");
+        let (tx, rx) = TypeConfig::oneshot();
+        log.append((1..=5).map(|i| grant(3, i)), IOFlushed::signal(tx))
+            .await
+            .expect("append");
+        rx.await.expect("callback fired").expect("flushed");
+        let entries = log.try_get_log_entries(1..=3).await.expect("read");
+        let stream = futures::stream::iter(entries.into_iter().map(|e| Ok((e, None))));
+        sm.apply(stream).await.expect("apply");
+        let mut builder = sm.get_snapshot_builder().await;
+        builder.build_snapshot().await.expect("snapshot");
+        // Dropped without any explicit close: like a process that stops.
+    }
+    let (mut log, mut sm) = zaris_raft::open(dir.path(), Arc::new(NoopObserver), Limits::default())
+        .await
+        .expect("reopen");
+    assert_eq!(log.read_vote().await.expect("vote"), Some(Vote::new(3, 1)));
+    let state = log.get_log_state().await.expect("state");
+    assert_eq!(state.last_log_id, Some(log_id(3, 5)));
+    assert_eq!(log.try_get_log_entries(1..=5).await.expect("read").len(), 5);
+    let snapshot = sm
+        .get_current_snapshot()
+        .await
+        .expect("read snapshot")
+        .expect("snapshot kept");
+    assert_eq!(snapshot.meta.last_log_id, Some(log_id(3, 3)));
+    sm.install_snapshot(&snapshot.meta, snapshot.snapshot)
+        .await
+        .expect("install");
+    let handle = sm.handle();
+    assert_eq!(handle.read(|d| d.state.lease_count()), 3);
+    assert_eq!(handle.read(|d| d.state.last_applied()), 3);
+}

@@ -1,0 +1,4 @@
+//! zaris-raft's storage tests: openraft's conformance suite, and durability across reopen.
+
+mod conformance;
+mod durability;
