@@ -1,0 +1,548 @@
+//! [`Client`]: the endpoint set, request ids, and the one retry loop every call goes through.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tonic::transport::Channel;
+use tonic::{Code, Status};
+use zaris_proto::v1::{ErrorCode, Outcome, RequestId, ResponseHeader};
+
+use crate::backoff::{Backoff, jitter};
+use crate::endpoint::{Endpoints, parse_endpoint};
+use crate::error::{Error, RpcError};
+
+/// Default for [`ClientOptions::connect_timeout`].
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Default for [`ClientOptions::request_timeout`].
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default for [`ClientOptions::retry_deadline`].
+pub const DEFAULT_RETRY_DEADLINE: Duration = Duration::from_secs(10);
+/// Default for [`ClientOptions::initial_backoff`].
+pub const DEFAULT_INITIAL_BACKOFF: Duration = Duration::from_millis(50);
+/// Default for [`ClientOptions::max_backoff`].
+pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Stand-in for "no deadline" (an `Instant` cannot be pushed arbitrarily far).
+const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// How a [`Client`] connects, waits and retries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientOptions {
+    /// Limit on establishing one TCP/HTTP2 connection.
+    pub connect_timeout: Duration,
+    /// Limit on one attempt of a call (sent to the server as the gRPC deadline too). Calls that
+    /// wait on purpose (a lock with a wait timeout) get their wait added to it.
+    pub request_timeout: Duration,
+    /// Limit on one call including every retry and redirect (plus the wait of a call that waits
+    /// on purpose); after it the call fails with [`Error::DeadlineExhausted`]. Also caps each
+    /// attempt.
+    pub retry_deadline: Duration,
+    /// First delay before retrying on another endpoint.
+    pub initial_backoff: Duration,
+    /// Cap on the delay between retries (it doubles from `initial_backoff`).
+    pub max_backoff: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            retry_deadline: DEFAULT_RETRY_DEADLINE,
+            initial_backoff: DEFAULT_INITIAL_BACKOFF,
+            max_backoff: DEFAULT_MAX_BACKOFF,
+        }
+    }
+}
+
+impl ClientOptions {
+    /// Sets [`ClientOptions::connect_timeout`].
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets [`ClientOptions::request_timeout`].
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Sets [`ClientOptions::retry_deadline`].
+    pub fn with_retry_deadline(mut self, deadline: Duration) -> Self {
+        self.retry_deadline = deadline;
+        self
+    }
+
+    /// Sets the backoff between retries: `initial`, doubling up to `max`.
+    pub fn with_backoff(mut self, initial: Duration, max: Duration) -> Self {
+        self.initial_backoff = initial;
+        self.max_backoff = max;
+        self
+    }
+}
+
+/// A handle on a Zaris cluster. Cheap to clone: clones share connections, the cached Raft
+/// leader and the request-id sequence.
+///
+/// Every call goes to the cached Raft leader (else to the first reachable endpoint), follows
+/// NOT_LEADER redirects, and rotates through the endpoints with backoff while no leader answers,
+/// until [`ClientOptions::retry_deadline`]. Reads are always retried; writes are retried after an
+/// indeterminate failure only when they carry a [`RequestId`], which this client attaches to
+/// every write that supports one (Put, DeleteRange, Txn, Grant, Revoke, Unlock).
+#[derive(Debug, Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    options: ClientOptions,
+    endpoints: Endpoints,
+    /// Random per client; names this client in every [`RequestId`].
+    client_id: u64,
+    /// Last [`RequestId::seq`] handed out.
+    request_seq: AtomicU64,
+    /// Last `seq` used on a KeepAlive stream.
+    keepalive_seq: AtomicU64,
+    /// First non-zero cluster id seen in a response; 0 until then.
+    cluster_id: AtomicU64,
+}
+
+/// How the retry loop may treat one kind of call.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallSpec {
+    /// Method name, for logs.
+    pub(crate) method: &'static str,
+    /// Safe to resend after an indeterminate failure (a read, an idempotent write, or a write
+    /// carrying a request id).
+    pub(crate) retry_indeterminate: bool,
+    /// Extra time one attempt may take on top of [`ClientOptions::request_timeout`] (a wait the
+    /// caller asked for).
+    pub(crate) extra_wait: Duration,
+}
+
+impl CallSpec {
+    /// A read, or a write that is safe to resend.
+    pub(crate) const fn idempotent(method: &'static str) -> Self {
+        CallSpec {
+            method,
+            retry_indeterminate: true,
+            extra_wait: Duration::ZERO,
+        }
+    }
+
+    /// A write that may apply twice if resent after an indeterminate failure.
+    pub(crate) const fn non_idempotent(method: &'static str) -> Self {
+        CallSpec {
+            method,
+            retry_indeterminate: false,
+            extra_wait: Duration::ZERO,
+        }
+    }
+
+    pub(crate) const fn with_extra_wait(mut self, wait: Duration) -> Self {
+        self.extra_wait = wait;
+        self
+    }
+}
+
+/// What the retry loop does after a failed attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Disposition {
+    /// Resend at once to the Raft leader at this address ("host:port").
+    Redirect(String),
+    /// Resend to the next endpoint after a backoff.
+    Rotate,
+    /// Give up: the error is final.
+    Fail,
+}
+
+/// Classifies a failed attempt (before considering idempotence).
+pub(crate) fn disposition(err: &RpcError) -> Disposition {
+    if let Some(detail) = err.detail() {
+        return match ErrorCode::try_from(detail.code) {
+            Ok(ErrorCode::NotLeader) if !detail.raft_leader_address.is_empty() => {
+                Disposition::Redirect(detail.raft_leader_address.clone())
+            }
+            Ok(
+                ErrorCode::NotLeader
+                | ErrorCode::NoLeader
+                | ErrorCode::LeadershipLost
+                | ErrorCode::ShuttingDown
+                | ErrorCode::Timeout,
+            ) => Disposition::Rotate,
+            _ => Disposition::Fail,
+        };
+    }
+    // No Zaris detail: the transport (connection refused, reset, our own timeout) or a proxy.
+    match err.code() {
+        Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => Disposition::Rotate,
+        _ if err.is_connect_failure() => Disposition::Rotate,
+        _ => Disposition::Fail,
+    }
+}
+
+/// Response messages whose header the client checks (cluster id).
+pub(crate) trait HasHeader {
+    fn header(&self) -> Option<&ResponseHeader>;
+}
+
+macro_rules! has_header {
+    ($($ty:ty),* $(,)?) => {
+        $(impl HasHeader for $ty {
+            fn header(&self) -> Option<&ResponseHeader> {
+                self.header.as_ref()
+            }
+        })*
+    };
+}
+
+use zaris_proto::v1 as pb;
+has_header!(
+    pb::RangeResponse,
+    pb::PutResponse,
+    pb::DeleteRangeResponse,
+    pb::TxnResponse,
+    pb::LeaseGrantResponse,
+    pb::LeaseRevokeResponse,
+    pb::LeaseKeepAliveResponse,
+    pb::LeaseTimeToLiveResponse,
+    pb::LeaseListResponse,
+    pb::LockResponse,
+    pb::UnlockResponse,
+    pb::LockStatusResponse,
+    pb::StatusResponse,
+    pb::MemberListResponse,
+    pb::MemberAddResponse,
+    pb::MemberPromoteResponse,
+    pb::MemberRemoveResponse,
+);
+
+impl Client {
+    /// A client for the cluster serving at `endpoints` (`host:port` or `http://host:port`), with
+    /// default [`ClientOptions`]. Connections are made lazily, on first use: this fails only on
+    /// malformed endpoints. Must be called inside a Tokio runtime.
+    pub async fn connect(
+        endpoints: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Result<Client, Error> {
+        Client::connect_with(endpoints, ClientOptions::default()).await
+    }
+
+    /// Like [`Client::connect`], with explicit options.
+    pub async fn connect_with(
+        endpoints: impl IntoIterator<Item = impl Into<String>>,
+        options: ClientOptions,
+    ) -> Result<Client, Error> {
+        let addresses = endpoints
+            .into_iter()
+            .map(|raw| parse_endpoint(&raw.into()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let endpoints = Endpoints::new(addresses, options.connect_timeout)?;
+        // 0 never names anything on the wire; keep the id non-zero.
+        let client_id = rand::random::<u64>().max(1);
+        Ok(Client {
+            inner: Arc::new(Inner {
+                options,
+                endpoints,
+                client_id,
+                request_seq: AtomicU64::new(0),
+                keepalive_seq: AtomicU64::new(0),
+                cluster_id: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// The options this client was built with.
+    pub fn options(&self) -> &ClientOptions {
+        &self.inner.options
+    }
+
+    /// The endpoints (`host:port`) this client knows: the ones given, plus leader addresses
+    /// learned from redirects.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.inner.endpoints.authorities()
+    }
+
+    /// `host:port` of the cached Raft leader, if one is cached.
+    pub fn cached_raft_leader(&self) -> Option<String> {
+        self.inner.endpoints.raft_leader()
+    }
+
+    /// The random id naming this client in its request ids.
+    pub fn client_id(&self) -> u64 {
+        self.inner.client_id
+    }
+
+    /// A fresh request id for one logical write; reuse it for every retry of that write.
+    pub fn next_request_id(&self) -> RequestId {
+        RequestId {
+            client_id: self.inner.client_id,
+            seq: self.inner.request_seq.fetch_add(1, Ordering::Relaxed) + 1,
+        }
+    }
+
+    /// A fresh `seq` for a KeepAlive request.
+    pub(crate) fn next_keepalive_seq(&self) -> u64 {
+        self.inner.keepalive_seq.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Sends `request` with `send` until it succeeds, fails for good, or the deadline passes.
+    ///
+    /// `send` performs one attempt on a channel; the request it gets already has the attempt's
+    /// gRPC timeout set. Every attempt sends the same request (so a request id is reused).
+    pub(crate) async fn call<Req, Resp, F, Fut>(
+        &self,
+        spec: CallSpec,
+        request: Req,
+        mut send: F,
+    ) -> Result<Resp, Error>
+    where
+        Req: Clone,
+        Resp: HasHeader,
+        F: FnMut(Channel, tonic::Request<Req>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<Resp>, Status>>,
+    {
+        let options = &self.inner.options;
+        let endpoints = &self.inner.endpoints;
+        let attempt_limit = options.request_timeout.saturating_add(spec.extra_wait);
+        let started = Instant::now();
+        let budget = options.retry_deadline.saturating_add(spec.extra_wait);
+        let deadline = started.checked_add(budget).unwrap_or(started + FAR_FUTURE);
+        let mut backoff = Backoff::new(options.initial_backoff, options.max_backoff);
+        let mut attempts: u32 = 0;
+        let mut redirects_in_a_row: usize = 0;
+        let mut maybe_applied = false;
+        loop {
+            let target = endpoints.pick();
+            let timeout = attempt_limit
+                .min(deadline.saturating_duration_since(Instant::now()))
+                .max(Duration::from_millis(1));
+            let mut attempt = tonic::Request::new(request.clone());
+            attempt.set_timeout(timeout);
+            attempts = attempts.saturating_add(1);
+            let result = tokio::time::timeout(timeout, send(target.channel, attempt)).await;
+            let mut err = match result {
+                Ok(Ok(response)) => {
+                    let response = response.into_inner();
+                    self.check_cluster(&response, &target.authority)?;
+                    endpoints.succeeded(target.index);
+                    return Ok(response);
+                }
+                Ok(Err(status)) => RpcError::from_status(&status, target.authority.clone()),
+                Err(_elapsed) => RpcError::timed_out(timeout, target.authority.clone()),
+            };
+            if maybe_applied {
+                err.make_indeterminate();
+            }
+            maybe_applied |= !err.is_definite();
+
+            let mut delay = match disposition(&err) {
+                Disposition::Fail => return Err(err.into()),
+                _ if !err.is_definite() && !spec.retry_indeterminate => {
+                    return Err(err.into());
+                }
+                Disposition::Redirect(address) => match endpoints.redirect(&address) {
+                    Some(index) if index != target.index => {
+                        redirects_in_a_row += 1;
+                        tracing::debug!(
+                            method = spec.method,
+                            from = %target.authority,
+                            to = %address,
+                            "redirected to the Raft leader"
+                        );
+                        // Members with stale views may bounce a call between them: after one
+                        // round of redirects, slow down.
+                        if redirects_in_a_row <= endpoints.len() {
+                            continue;
+                        }
+                        backoff.next_delay()
+                    }
+                    // Redirected to where it was sent, or to an unusable address: try others.
+                    _ => {
+                        endpoints.failed(target.index);
+                        backoff.next_delay()
+                    }
+                },
+                Disposition::Rotate => {
+                    redirects_in_a_row = 0;
+                    endpoints.failed(target.index);
+                    backoff.next_delay()
+                }
+            };
+            delay = jitter(delay).max(err.retry_after());
+            let elapsed = started.elapsed();
+            if Instant::now()
+                .checked_add(delay)
+                .is_none_or(|resume| resume >= deadline)
+            {
+                tracing::debug!(
+                    method = spec.method,
+                    attempts,
+                    error = %err,
+                    "giving up: retry deadline reached"
+                );
+                return Err(Error::DeadlineExhausted {
+                    attempts,
+                    elapsed,
+                    last: Box::new(err.into()),
+                    outcome: if maybe_applied {
+                        Outcome::Indeterminate
+                    } else {
+                        Outcome::Definite
+                    },
+                });
+            }
+            tracing::debug!(
+                method = spec.method,
+                attempt = attempts,
+                endpoint = %target.authority,
+                error = %err,
+                ?delay,
+                "retrying"
+            );
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// Remembers the first cluster id seen, and refuses answers from any other cluster.
+    fn check_cluster<Resp: HasHeader>(&self, response: &Resp, endpoint: &str) -> Result<(), Error> {
+        let Some(actual) = response
+            .header()
+            .map(|h| h.cluster_id)
+            .filter(|id| *id != 0)
+        else {
+            return Ok(());
+        };
+        match self
+            .inner
+            .cluster_id
+            .compare_exchange(0, actual, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => Ok(()),
+            Err(expected) if expected == actual => Ok(()),
+            Err(expected) => Err(Error::ClusterMismatch {
+                expected,
+                actual,
+                endpoint: endpoint.to_owned(),
+            }),
+        }
+    }
+}
+
+/// A response that breaks the contract (for example a result value this client does not know),
+/// from the member named in `header`.
+pub(crate) fn unexpected(header: Option<&ResponseHeader>, reason: impl Into<String>) -> Error {
+    Error::Protocol {
+        endpoint: match header {
+            Some(header) if header.member_id != 0 => format!("member {}", header.member_id),
+            _ => "the cluster".to_owned(),
+        },
+        reason: reason.into(),
+    }
+}
+
+/// A duration as whole milliseconds, saturating.
+pub(crate) fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zaris_proto::v1::ErrorDetail;
+
+    fn rpc(status: Status) -> RpcError {
+        RpcError::from_status(&status, "127.0.0.1:7001")
+    }
+
+    #[test]
+    fn not_leader_with_address_redirects() {
+        assert_eq!(
+            disposition(&rpc(zaris_proto::not_leader(2, "127.0.0.1:7002"))),
+            Disposition::Redirect("127.0.0.1:7002".into())
+        );
+    }
+
+    #[test]
+    fn leaderless_and_transport_failures_rotate() {
+        assert_eq!(
+            disposition(&rpc(zaris_proto::no_leader())),
+            Disposition::Rotate
+        );
+        assert_eq!(
+            disposition(&rpc(zaris_proto::not_leader(2, ""))),
+            Disposition::Rotate
+        );
+        assert_eq!(
+            disposition(&rpc(Status::unavailable("tcp connect error"))),
+            Disposition::Rotate
+        );
+        assert_eq!(
+            disposition(&RpcError::timed_out(Duration::from_secs(1), "h:1")),
+            Disposition::Rotate
+        );
+        let lost = ErrorDetail::new(ErrorCode::LeadershipLost, Outcome::Indeterminate, "lost");
+        assert_eq!(disposition(&rpc(lost.into_status())), Disposition::Rotate);
+    }
+
+    #[test]
+    fn request_errors_are_final() {
+        assert_eq!(
+            disposition(&rpc(zaris_proto::invalid_argument("empty key"))),
+            Disposition::Fail
+        );
+        assert_eq!(
+            disposition(&rpc(zaris_proto::limit_exceeded("max_key_bytes", 10, 20))),
+            Disposition::Fail
+        );
+        assert_eq!(
+            disposition(&rpc(Status::internal("boom"))),
+            Disposition::Fail
+        );
+        let missing = ErrorDetail::new(ErrorCode::MemberNotFound, Outcome::Definite, "no 9");
+        assert_eq!(disposition(&rpc(missing.into_status())), Disposition::Fail);
+    }
+
+    #[tokio::test]
+    async fn request_ids_share_the_client_id_and_increase() {
+        let client = match Client::connect(["127.0.0.1:1"]).await {
+            Ok(client) => client,
+            Err(err) => panic!("{err}"),
+        };
+        let clone = client.clone();
+        let a = client.next_request_id();
+        let b = clone.next_request_id();
+        assert_ne!(a.client_id, 0);
+        assert_eq!(a.client_id, b.client_id);
+        assert_eq!((a.seq, b.seq), (1, 2));
+        let other = match Client::connect(["127.0.0.1:1"]).await {
+            Ok(client) => client,
+            Err(err) => panic!("{err}"),
+        };
+        // 2^-64 chance of a false failure.
+        assert_ne!(other.client_id(), client.client_id());
+    }
+
+    #[tokio::test]
+    async fn connect_rejects_bad_endpoints_before_any_io() {
+        let err = match Client::connect(["127.0.0.1:1", "nope"]).await {
+            Ok(_) => panic!("accepted a bad endpoint"),
+            Err(err) => err,
+        };
+        assert!(matches!(err, Error::InvalidEndpoint { .. }), "{err}");
+        assert!(err.is_definite());
+        let none: [&str; 0] = [];
+        assert!(Client::connect(none).await.is_err());
+    }
+
+    #[test]
+    fn millis_saturates() {
+        assert_eq!(millis(Duration::from_millis(1500)), 1500);
+        assert_eq!(millis(Duration::MAX), u64::MAX);
+    }
+}

@@ -1,0 +1,355 @@
+//! Endpoint strings, and the set of members a client talks to (with the cached Raft leader).
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use tonic::transport::{Channel, Endpoint, Uri};
+
+use crate::error::Error;
+
+/// Most endpoints a client keeps; redirects to further new addresses are not cached.
+pub(crate) const MAX_ENDPOINTS: usize = 64;
+
+/// A validated endpoint: `uri` is `http://host:port`, `authority` is `host:port`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Address {
+    pub(crate) uri: String,
+    pub(crate) authority: String,
+}
+
+/// Accepts `host:port` or `http://host:port` (a trailing `/` is allowed); anything else is
+/// [`Error::InvalidEndpoint`]. TLS (`https://`) is not supported yet.
+pub(crate) fn parse_endpoint(raw: &str) -> Result<Address, Error> {
+    let invalid = |reason: &str| Error::InvalidEndpoint {
+        endpoint: raw.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let trimmed = raw.trim();
+    if trimmed.is_empty() {
+        return Err(invalid("empty endpoint"));
+    }
+    let with_scheme = match trimmed.split_once("://") {
+        Some((scheme, _)) if scheme.eq_ignore_ascii_case("http") => trimmed.to_owned(),
+        Some((scheme, _)) if scheme.eq_ignore_ascii_case("https") => {
+            return Err(invalid(
+                "https (TLS) is not supported; use host:port or http://",
+            ));
+        }
+        Some((scheme, _)) => {
+            return Err(invalid(&format!(
+                "unsupported scheme {scheme:?}; use host:port or http://host:port"
+            )));
+        }
+        None => format!("http://{trimmed}"),
+    };
+    let uri: Uri = with_scheme
+        .parse()
+        .map_err(|err| invalid(&format!("not a valid address: {err}")))?;
+    let authority = uri
+        .authority()
+        .ok_or_else(|| invalid("missing host"))?
+        .as_str()
+        .to_owned();
+    if authority.contains('@') {
+        return Err(invalid("user info is not supported"));
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(invalid("missing host"));
+    }
+    if uri.port_u16().is_none() {
+        return Err(invalid("missing port (expected host:port)"));
+    }
+    if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
+        return Err(invalid("a path is not allowed (expected host:port)"));
+    }
+    Ok(Address {
+        uri: format!("http://{authority}"),
+        authority,
+    })
+}
+
+/// One member the client can send to.
+#[derive(Debug)]
+struct Node {
+    address: Address,
+    channel: Channel,
+}
+
+/// Where the next attempt goes.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    pub(crate) index: usize,
+    pub(crate) authority: String,
+    pub(crate) channel: Channel,
+}
+
+/// The endpoints, the cached Raft leader, and the rotation cursor, shared by all clones of a
+/// client. Never locked across an `.await`.
+#[derive(Debug)]
+pub(crate) struct Endpoints {
+    connect_timeout: Duration,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    /// Never empty; only grows (leader addresses learned from redirects are appended).
+    nodes: Vec<Node>,
+    /// Index into `nodes` of the cached Raft leader.
+    raft_leader: Option<usize>,
+    /// Index into `nodes` tried when no leader is cached.
+    cursor: usize,
+}
+
+impl Endpoints {
+    /// Builds lazily connected channels for `addresses`; duplicates are dropped. Must run inside
+    /// a Tokio runtime (channels spawn their connection task there).
+    pub(crate) fn new(addresses: Vec<Address>, connect_timeout: Duration) -> Result<Self, Error> {
+        let mut nodes: Vec<Node> = Vec::with_capacity(addresses.len());
+        for address in addresses {
+            if nodes.iter().any(|node| node.address == address) {
+                continue;
+            }
+            if nodes.len() == MAX_ENDPOINTS {
+                return Err(Error::InvalidEndpoint {
+                    endpoint: address.authority,
+                    reason: format!("more than {MAX_ENDPOINTS} endpoints"),
+                });
+            }
+            let channel = lazy_channel(&address, connect_timeout)?;
+            nodes.push(Node { address, channel });
+        }
+        if nodes.is_empty() {
+            return Err(Error::InvalidEndpoint {
+                endpoint: String::new(),
+                reason: "no endpoints given".to_owned(),
+            });
+        }
+        Ok(Endpoints {
+            connect_timeout,
+            state: Mutex::new(State {
+                nodes,
+                raft_leader: None,
+                cursor: 0,
+            }),
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // The state is consistent after every statement, so a panic elsewhere cannot leave it
+        // half-updated: keep using it.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The cached Raft leader, else the endpoint under the rotation cursor.
+    pub(crate) fn pick(&self) -> Target {
+        let state = self.state();
+        let index = state
+            .raft_leader
+            .filter(|index| *index < state.nodes.len())
+            .unwrap_or(state.cursor % state.nodes.len());
+        let node = &state.nodes[index];
+        Target {
+            index,
+            authority: node.address.authority.clone(),
+            channel: node.channel.clone(),
+        }
+    }
+
+    /// The endpoint at `index` answered successfully: remember it for the next calls.
+    pub(crate) fn succeeded(&self, index: usize) {
+        let mut state = self.state();
+        if state.raft_leader.is_none() {
+            state.cursor = index;
+        }
+    }
+
+    /// The endpoint at `index` could not serve the call: forget it as leader and move the cursor
+    /// past it (unless a concurrent call already moved it).
+    pub(crate) fn failed(&self, index: usize) {
+        let mut state = self.state();
+        if state.raft_leader == Some(index) {
+            state.raft_leader = None;
+        }
+        if state.cursor == index {
+            state.cursor = (index + 1) % state.nodes.len();
+        }
+    }
+
+    /// A member said the Raft leader serves clients at `address` ("host:port"): cache it, adding
+    /// it to the endpoints if it is new. Returns the leader's index, or `None` if the address is
+    /// unusable or the endpoint list is full (the caller then rotates instead).
+    pub(crate) fn redirect(&self, address: &str) -> Option<usize> {
+        let address = parse_endpoint(address).ok()?;
+        let mut state = self.state();
+        let index = match state.nodes.iter().position(|n| n.address == address) {
+            Some(index) => index,
+            None => {
+                if state.nodes.len() >= MAX_ENDPOINTS {
+                    return None;
+                }
+                let channel = lazy_channel(&address, self.connect_timeout).ok()?;
+                state.nodes.push(Node { address, channel });
+                state.nodes.len() - 1
+            }
+        };
+        state.raft_leader = Some(index);
+        Some(index)
+    }
+
+    /// Number of endpoints known.
+    pub(crate) fn len(&self) -> usize {
+        self.state().nodes.len()
+    }
+
+    /// The endpoints' `host:port` authorities, in order.
+    pub(crate) fn authorities(&self) -> Vec<String> {
+        self.state()
+            .nodes
+            .iter()
+            .map(|node| node.address.authority.clone())
+            .collect()
+    }
+
+    /// `host:port` of the cached Raft leader, if any.
+    pub(crate) fn raft_leader(&self) -> Option<String> {
+        let state = self.state();
+        state
+            .raft_leader
+            .and_then(|index| state.nodes.get(index))
+            .map(|node| node.address.authority.clone())
+    }
+}
+
+fn lazy_channel(address: &Address, connect_timeout: Duration) -> Result<Channel, Error> {
+    let endpoint =
+        Endpoint::from_shared(address.uri.clone()).map_err(|err| Error::InvalidEndpoint {
+            endpoint: address.authority.clone(),
+            reason: err.to_string(),
+        })?;
+    Ok(endpoint
+        .connect_timeout(connect_timeout)
+        .tcp_nodelay(true)
+        .connect_lazy())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(raw: &str) -> (String, String) {
+        match parse_endpoint(raw) {
+            Ok(address) => (address.uri, address.authority),
+            Err(err) => panic!("{raw:?} rejected: {err}"),
+        }
+    }
+
+    fn rejected(raw: &str) -> String {
+        match parse_endpoint(raw) {
+            Ok(address) => panic!("{raw:?} accepted as {address:?}"),
+            Err(err) => err.to_string(),
+        }
+    }
+
+    #[test]
+    fn host_port_gets_the_http_scheme() {
+        assert_eq!(
+            ok("127.0.0.1:7001"),
+            ("http://127.0.0.1:7001".into(), "127.0.0.1:7001".into())
+        );
+        assert_eq!(
+            ok(" node-1.example:7001 "),
+            (
+                "http://node-1.example:7001".into(),
+                "node-1.example:7001".into()
+            )
+        );
+        assert_eq!(ok("[::1]:7001").1, "[::1]:7001");
+    }
+
+    #[test]
+    fn http_urls_are_accepted_with_or_without_trailing_slash() {
+        assert_eq!(ok("http://127.0.0.1:7001").0, "http://127.0.0.1:7001");
+        assert_eq!(ok("http://127.0.0.1:7001/").0, "http://127.0.0.1:7001");
+        assert_eq!(ok("HTTP://localhost:1").1, "localhost:1");
+    }
+
+    #[test]
+    fn bad_endpoints_are_rejected_with_a_reason() {
+        assert!(rejected("").contains("empty endpoint"));
+        assert!(rejected("   ").contains("empty endpoint"));
+        assert!(rejected("127.0.0.1").contains("missing port"));
+        assert!(rejected("http://127.0.0.1").contains("missing port"));
+        assert!(rejected("https://127.0.0.1:7001").contains("not supported"));
+        assert!(rejected("grpc://127.0.0.1:7001").contains("unsupported scheme"));
+        assert!(rejected("127.0.0.1:7001/v1").contains("path"));
+        assert!(rejected("127.0.0.1:notaport").contains("127.0.0.1:notaport"));
+        assert!(rejected("user@host:1").contains("user info"));
+    }
+
+    fn addresses(raw: &[&str]) -> Vec<Address> {
+        raw.iter()
+            .map(|raw| parse_endpoint(raw))
+            .collect::<Result<_, _>>()
+            .unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn duplicates_are_dropped_and_empty_lists_rejected() {
+        let set = Endpoints::new(
+            addresses(&["127.0.0.1:1", "http://127.0.0.1:1/", "127.0.0.1:2"]),
+            Duration::from_secs(1),
+        );
+        let set = match set {
+            Ok(set) => set,
+            Err(err) => panic!("{err}"),
+        };
+        assert_eq!(set.authorities(), ["127.0.0.1:1", "127.0.0.1:2"]);
+        assert!(Endpoints::new(Vec::new(), Duration::from_secs(1)).is_err());
+    }
+
+    #[tokio::test]
+    async fn rotation_redirect_and_leader_cache() {
+        let set = match Endpoints::new(
+            addresses(&["127.0.0.1:1", "127.0.0.1:2"]),
+            Duration::from_secs(1),
+        ) {
+            Ok(set) => set,
+            Err(err) => panic!("{err}"),
+        };
+        assert_eq!(set.pick().authority, "127.0.0.1:1");
+        set.failed(0);
+        assert_eq!(set.pick().authority, "127.0.0.1:2");
+        set.failed(1);
+        assert_eq!(set.pick().authority, "127.0.0.1:1");
+        // A stale failure report for an endpoint no longer under the cursor moves nothing.
+        set.failed(1);
+        assert_eq!(set.pick().authority, "127.0.0.1:1");
+
+        // A redirect to a known address caches it without growing the list.
+        assert_eq!(set.redirect("127.0.0.1:2"), Some(1));
+        assert_eq!(set.len(), 2);
+        assert_eq!(set.pick().authority, "127.0.0.1:2");
+        assert_eq!(set.raft_leader().as_deref(), Some("127.0.0.1:2"));
+
+        // A redirect to a new address adds it.
+        assert_eq!(set.redirect("127.0.0.1:3"), Some(2));
+        assert_eq!(
+            set.authorities(),
+            ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]
+        );
+        assert_eq!(set.pick().authority, "127.0.0.1:3");
+
+        // The cached leader failing drops the cache; the cursor is used again.
+        set.failed(2);
+        assert_eq!(set.raft_leader(), None);
+        assert_eq!(set.pick().authority, "127.0.0.1:1");
+
+        // Unusable redirect addresses are ignored.
+        assert_eq!(set.redirect(""), None);
+        assert_eq!(set.redirect("no-port"), None);
+        assert_eq!(set.len(), 3);
+    }
+}

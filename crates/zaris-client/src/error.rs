@@ -1,0 +1,367 @@
+//! The client's error type: every failure says whether the operation certainly did not happen
+//! (definite) or may have happened (indeterminate).
+//!
+//! Domain answers (guard failed, lease not found, lock busy, ...) are never errors: they are
+//! `result` values in the responses. An [`Error`] is a transport failure, a server-side error
+//! status (with its decoded [`ErrorDetail`]), a local usage error, or the retry loop giving up.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::io;
+use std::time::Duration;
+
+use tonic::{Code, Status};
+use zaris_proto::v1::{ErrorCode, ErrorDetail, Outcome};
+
+/// Everything a [`Client`](crate::Client) call can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An endpoint string could not be used (or none was given). Nothing was sent.
+    #[error("invalid endpoint {endpoint:?}: {reason}")]
+    InvalidEndpoint {
+        /// The endpoint as given.
+        endpoint: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// The server, or the transport on the way to it, answered with an error status.
+    #[error(transparent)]
+    Rpc(Box<RpcError>),
+    /// Retrying did not succeed before the call's overall deadline; `last` is the last attempt's
+    /// error. `outcome` covers every attempt: indeterminate if any attempt may have taken effect.
+    #[error("gave up after {attempts} attempt(s) in {elapsed:.1?}: {last}")]
+    DeadlineExhausted {
+        /// How many attempts were sent.
+        attempts: u32,
+        /// Time spent from the first attempt to giving up.
+        elapsed: Duration,
+        /// The error of the last attempt.
+        last: Box<Error>,
+        /// Whether any attempt may have taken effect.
+        outcome: Outcome,
+    },
+    /// An endpoint answered with a cluster id different from the one this client saw first: the
+    /// endpoint list mixes two clusters. The client must not be used further.
+    #[error(
+        "endpoint {endpoint} belongs to cluster {actual}, not to cluster {expected} seen first; \
+         the endpoint list mixes two clusters"
+    )]
+    ClusterMismatch {
+        /// The cluster id seen first.
+        expected: u64,
+        /// The cluster id the endpoint answered with.
+        actual: u64,
+        /// The endpoint ("host:port").
+        endpoint: String,
+    },
+    /// A successful response that breaks the wire contract (for example a result value this
+    /// client does not know). Indeterminate.
+    #[error("unexpected response from {endpoint}: {reason}")]
+    Protocol {
+        /// The endpoint ("host:port") that answered.
+        endpoint: String,
+        /// What was wrong with it.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// True if the operation certainly did not take effect (safe to retry); false if it may have.
+    pub fn is_definite(&self) -> bool {
+        self.outcome() == Outcome::Definite
+    }
+
+    /// Whether the operation took effect: [`Outcome::Definite`] (it did not) or
+    /// [`Outcome::Indeterminate`] (it may have). Never [`Outcome::Unspecified`].
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            Error::InvalidEndpoint { .. } => Outcome::Definite,
+            Error::Rpc(rpc) => rpc.outcome(),
+            Error::DeadlineExhausted { outcome, .. } => *outcome,
+            Error::ClusterMismatch { .. } | Error::Protocol { .. } => Outcome::Indeterminate,
+        }
+    }
+
+    /// The error of the (last) RPC attempt, if this error came from one.
+    pub fn rpc(&self) -> Option<&RpcError> {
+        match self {
+            Error::Rpc(rpc) => Some(rpc.as_ref()),
+            Error::DeadlineExhausted { last, .. } => last.rpc(),
+            _ => None,
+        }
+    }
+
+    /// The gRPC status code of the (last) RPC attempt, if any.
+    pub fn code(&self) -> Option<Code> {
+        self.rpc().map(RpcError::code)
+    }
+
+    /// The Zaris error detail of the (last) RPC attempt, if the server sent one.
+    pub fn detail(&self) -> Option<&ErrorDetail> {
+        self.rpc().and_then(RpcError::detail)
+    }
+
+    /// The Zaris error code of the (last) RPC attempt, if the server sent a detail.
+    pub fn error_code(&self) -> Option<ErrorCode> {
+        self.rpc().and_then(RpcError::error_code)
+    }
+
+    /// True if the (last) attempt failed because no endpoint could be reached at all (connection
+    /// refused, connect timeout, ...), as opposed to a server answering with an error.
+    pub fn is_connect_failure(&self) -> bool {
+        self.rpc().is_some_and(RpcError::is_connect_failure)
+    }
+}
+
+impl From<RpcError> for Error {
+    fn from(err: RpcError) -> Self {
+        Error::Rpc(Box::new(err))
+    }
+}
+
+/// One failed RPC attempt: the gRPC status, decoded.
+#[derive(Debug, Clone)]
+pub struct RpcError {
+    code: Code,
+    message: String,
+    detail: Option<ErrorDetail>,
+    outcome: Outcome,
+    endpoint: String,
+    /// Innermost error of the transport error chain, for statuses the transport produced.
+    cause: Option<String>,
+    io_kind: Option<io::ErrorKind>,
+    connect_failure: bool,
+}
+
+impl RpcError {
+    /// Decodes `status`, received from `endpoint` ("host:port").
+    ///
+    /// The outcome is the server's ([`zaris_proto::outcome`]), except that a failure to even
+    /// connect is definite: the request was never sent.
+    pub fn from_status(status: &Status, endpoint: impl Into<String>) -> Self {
+        let mut connect_failure = false;
+        let mut io_kind = None;
+        let mut cause = None;
+        let mut source: Option<&(dyn StdError + 'static)> = status.source();
+        while let Some(err) = source {
+            if err.downcast_ref::<tonic::ConnectError>().is_some() {
+                connect_failure = true;
+            }
+            if let Some(io_err) = err.downcast_ref::<io::Error>() {
+                io_kind = Some(io_err.kind());
+            }
+            cause = Some(err.to_string());
+            source = err.source();
+        }
+        let detail = zaris_proto::detail(status);
+        let outcome = if connect_failure && detail.is_none() {
+            Outcome::Definite
+        } else {
+            zaris_proto::outcome(status)
+        };
+        RpcError {
+            code: status.code(),
+            message: status.message().to_owned(),
+            detail,
+            outcome,
+            endpoint: endpoint.into(),
+            cause,
+            io_kind,
+            connect_failure,
+        }
+    }
+
+    /// The attempt got no answer within `timeout`: indeterminate (the request may have been
+    /// proposed).
+    pub(crate) fn timed_out(timeout: Duration, endpoint: impl Into<String>) -> Self {
+        RpcError {
+            code: Code::DeadlineExceeded,
+            message: format!("no response within {timeout:.1?}"),
+            detail: None,
+            outcome: Outcome::Indeterminate,
+            endpoint: endpoint.into(),
+            cause: None,
+            io_kind: None,
+            connect_failure: false,
+        }
+    }
+
+    /// The gRPC status code.
+    pub fn code(&self) -> Code {
+        self.code
+    }
+
+    /// The status message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The Zaris error detail, if the server sent one.
+    pub fn detail(&self) -> Option<&ErrorDetail> {
+        self.detail.as_ref()
+    }
+
+    /// The Zaris error code, if the server sent a detail with a code this client knows.
+    pub fn error_code(&self) -> Option<ErrorCode> {
+        self.detail
+            .as_ref()
+            .and_then(|detail| ErrorCode::try_from(detail.code).ok())
+            .filter(|code| *code != ErrorCode::Unspecified)
+    }
+
+    /// Whether the attempt took effect: definite (it did not) or indeterminate (it may have).
+    pub fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+
+    /// True if the attempt certainly did not take effect.
+    pub fn is_definite(&self) -> bool {
+        self.outcome == Outcome::Definite
+    }
+
+    /// The endpoint ("host:port") the attempt went to.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// True if the client could not connect to the endpoint (the request was never sent).
+    pub fn is_connect_failure(&self) -> bool {
+        self.connect_failure
+    }
+
+    /// The innermost transport error, if the transport produced this status (for example
+    /// "Connection refused (os error 111)").
+    pub fn cause(&self) -> Option<&str> {
+        self.cause.as_deref()
+    }
+
+    /// The kind of the I/O error behind a transport failure, if there was one.
+    pub fn io_error_kind(&self) -> Option<io::ErrorKind> {
+        self.io_kind
+    }
+
+    /// Suggested minimum delay before retrying, from the server.
+    pub fn retry_after(&self) -> Duration {
+        Duration::from_millis(self.detail.as_ref().map_or(0, |d| d.retry_after_ms))
+    }
+
+    /// Marks this error indeterminate: used when an earlier attempt of the same call may have
+    /// taken effect.
+    pub(crate) fn make_indeterminate(&mut self) {
+        self.outcome = Outcome::Indeterminate;
+    }
+}
+
+impl fmt::Display for RpcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.endpoint)?;
+        match &self.detail {
+            Some(detail) if !detail.message.is_empty() => f.write_str(&detail.message)?,
+            _ => f.write_str(&self.message)?,
+        }
+        // A transport error's status message is generic ("tcp connect error"): add its cause.
+        if self.detail.is_none()
+            && let Some(cause) = &self.cause
+            && !self.message.contains(cause.as_str())
+        {
+            write!(f, ": {cause}")?;
+        }
+        match self.error_code() {
+            Some(code) => write!(f, " ({}", code.as_str_name())?,
+            None => write!(f, " (gRPC {:?}", self.code)?,
+        }
+        match self.outcome {
+            Outcome::Definite => f.write_str(", definite: not applied)"),
+            _ => f.write_str(", indeterminate: may have been applied)"),
+        }
+    }
+}
+
+impl std::error::Error for RpcError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_leader_status_is_definite_and_carries_the_leader() {
+        let err = RpcError::from_status(&zaris_proto::not_leader(2, "127.0.0.1:7002"), "a:1");
+        assert_eq!(err.code(), Code::Unavailable);
+        assert_eq!(err.error_code(), Some(ErrorCode::NotLeader));
+        assert!(err.is_definite());
+        let detail = err.detail().cloned().unwrap_or_default();
+        assert_eq!(detail.raft_leader_id, 2);
+        assert_eq!(detail.raft_leader_address, "127.0.0.1:7002");
+        assert!(!err.is_connect_failure());
+    }
+
+    #[test]
+    fn status_without_detail_is_indeterminate_unless_rejected_before_handling() {
+        let err = RpcError::from_status(&Status::unavailable("connection reset"), "a:1");
+        assert_eq!(err.outcome(), Outcome::Indeterminate);
+        assert_eq!(err.error_code(), None);
+        let err = RpcError::from_status(&Status::invalid_argument("bad"), "a:1");
+        assert_eq!(err.outcome(), Outcome::Definite);
+    }
+
+    #[test]
+    fn server_outcome_wins_over_the_grpc_code() {
+        let status = ErrorDetail::new(
+            ErrorCode::LeadershipLost,
+            Outcome::Indeterminate,
+            "lost leadership",
+        )
+        .into_status();
+        let err = RpcError::from_status(&status, "a:1");
+        assert_eq!(err.code(), Code::Unavailable);
+        assert!(!err.is_definite());
+        let status =
+            ErrorDetail::new(ErrorCode::Timeout, Outcome::Unspecified, "timeout").into_status();
+        assert_eq!(
+            RpcError::from_status(&status, "a:1").outcome(),
+            Outcome::Indeterminate
+        );
+    }
+
+    #[test]
+    fn display_says_code_and_outcome() {
+        let err = RpcError::from_status(&zaris_proto::no_leader(), "127.0.0.1:7001");
+        let text = err.to_string();
+        assert!(
+            text.starts_with("127.0.0.1:7001: no Raft leader is known"),
+            "{text}"
+        );
+        assert!(text.contains("ERROR_CODE_NO_LEADER"), "{text}");
+        assert!(text.contains("definite: not applied"), "{text}");
+        let err = RpcError::timed_out(Duration::from_secs(1), "h:1");
+        assert!(err.to_string().contains("indeterminate"), "{err}");
+    }
+
+    #[test]
+    fn exhausted_error_reports_the_aggregate_outcome_and_the_last_rpc() {
+        let last = RpcError::from_status(&zaris_proto::no_leader(), "h:1");
+        let err = Error::DeadlineExhausted {
+            attempts: 3,
+            elapsed: Duration::from_secs(10),
+            last: Box::new(last.into()),
+            outcome: Outcome::Indeterminate,
+        };
+        assert!(!err.is_definite());
+        assert_eq!(err.error_code(), Some(ErrorCode::NoLeader));
+        assert_eq!(err.code(), Some(Code::Unavailable));
+        assert!(
+            err.to_string().starts_with("gave up after 3 attempt(s)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn retry_after_comes_from_the_detail() {
+        let mut detail = ErrorDetail::new(ErrorCode::CapacityExceeded, Outcome::Definite, "full");
+        detail.retry_after_ms = 250;
+        let err = RpcError::from_status(&detail.into_status(), "h:1");
+        assert_eq!(err.retry_after(), Duration::from_millis(250));
+        assert_eq!(err.code(), Code::ResourceExhausted);
+    }
+}

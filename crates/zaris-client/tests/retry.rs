@@ -1,0 +1,489 @@
+//! The client's routing and retry rules, against in-process fake members that answer with
+//! scripted statuses (no Raft, no state machine): redirects, rotation, request-id reuse, outcome
+//! reporting, keepalive seq matching, cluster-id checks.
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::Server;
+use tonic::{Code, Request, Response, Status};
+use zaris_client::proto::cluster_server::{Cluster, ClusterServer};
+use zaris_client::proto::kv_server::{Kv, KvServer};
+use zaris_client::proto::lease_server::{Lease, LeaseServer};
+use zaris_client::proto::*;
+use zaris_client::{Client, ClientOptions, Error, PutOptions};
+
+/// How a fake member answers writes.
+#[derive(Debug, Clone)]
+enum Behavior {
+    /// Serves every call.
+    Leader,
+    /// Answers NOT_LEADER pointing at this address.
+    Follower(String),
+    /// Answers NO_LEADER.
+    Leaderless,
+    /// Answers LEADERSHIP_LOST (indeterminate) this many times, then serves.
+    LoseLeadership(u32),
+}
+
+#[derive(Debug)]
+struct State {
+    behavior: Behavior,
+    cluster_id: u64,
+    /// Request ids of the Put requests received, in order.
+    put_ids: Vec<Option<RequestId>>,
+    /// Number of calls received, of any kind.
+    calls: u32,
+}
+
+#[derive(Debug, Clone)]
+struct FakeMember {
+    id: u64,
+    state: Arc<Mutex<State>>,
+}
+
+impl FakeMember {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn set_behavior(&self, behavior: Behavior) {
+        self.state().behavior = behavior;
+    }
+
+    fn calls(&self) -> u32 {
+        self.state().calls
+    }
+
+    fn header(&self) -> Option<ResponseHeader> {
+        Some(ResponseHeader {
+            cluster_id: self.state().cluster_id,
+            member_id: self.id,
+            revision: 7,
+            raft_term: 1,
+        })
+    }
+
+    /// Counts the call and answers per the behavior: `Ok` = serve it.
+    fn admit(&self) -> Result<(), Status> {
+        let mut state = self.state();
+        state.calls += 1;
+        match &mut state.behavior {
+            Behavior::Leader => Ok(()),
+            Behavior::Follower(address) => Err(zaris_proto_not_leader(address)),
+            Behavior::Leaderless => Err(no_leader()),
+            Behavior::LoseLeadership(0) => Ok(()),
+            Behavior::LoseLeadership(left) => {
+                *left -= 1;
+                Err(ErrorDetail::new(
+                    ErrorCode::LeadershipLost,
+                    Outcome::Indeterminate,
+                    "leadership lost before the entry committed",
+                )
+                .into_status())
+            }
+        }
+    }
+}
+
+fn zaris_proto_not_leader(address: &str) -> Status {
+    let mut detail = ErrorDetail::new(ErrorCode::NotLeader, Outcome::Definite, "not the leader");
+    detail.raft_leader_id = 99;
+    detail.raft_leader_address = address.to_owned();
+    detail.into_status()
+}
+
+fn no_leader() -> Status {
+    ErrorDetail::new(
+        ErrorCode::NoLeader,
+        Outcome::Definite,
+        "no Raft leader is known",
+    )
+    .into_status()
+}
+
+#[tonic::async_trait]
+impl Kv for FakeMember {
+    async fn range(&self, _: Request<RangeRequest>) -> Result<Response<RangeResponse>, Status> {
+        self.admit()?;
+        Ok(Response::new(RangeResponse {
+            header: self.header(),
+            ..RangeResponse::default()
+        }))
+    }
+
+    async fn put(&self, request: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {
+        self.state().put_ids.push(request.get_ref().request_id);
+        self.admit()?;
+        Ok(Response::new(PutResponse {
+            header: self.header(),
+            result: PutResult::Ok.into(),
+            prev_kv: None,
+        }))
+    }
+
+    async fn delete_range(
+        &self,
+        _: Request<DeleteRangeRequest>,
+    ) -> Result<Response<DeleteRangeResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn txn(&self, _: Request<TxnRequest>) -> Result<Response<TxnResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+}
+
+type KeepAliveStream = Pin<Box<dyn Stream<Item = Result<LeaseKeepAliveResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Lease for FakeMember {
+    type KeepAliveStream = KeepAliveStream;
+
+    async fn grant(
+        &self,
+        _: Request<LeaseGrantRequest>,
+    ) -> Result<Response<LeaseGrantResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn revoke(
+        &self,
+        _: Request<LeaseRevokeRequest>,
+    ) -> Result<Response<LeaseRevokeResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    /// Answers every request twice: first with an unrelated seq, then with the real one.
+    async fn keep_alive(
+        &self,
+        request: Request<tonic::Streaming<LeaseKeepAliveRequest>>,
+    ) -> Result<Response<KeepAliveStream>, Status> {
+        self.admit()?;
+        let header = self.header();
+        let answers = request.into_inner().flat_map(move |item| {
+            let items = match item {
+                Ok(req) => vec![
+                    Ok(LeaseKeepAliveResponse {
+                        header,
+                        seq: req.seq + 1000,
+                        renewed: Vec::new(),
+                        not_found: req.ids.clone(),
+                    }),
+                    Ok(LeaseKeepAliveResponse {
+                        header,
+                        seq: req.seq,
+                        renewed: req
+                            .ids
+                            .iter()
+                            .filter(|id| **id != 13)
+                            .map(|id| LeaseRenewed {
+                                id: *id,
+                                ttl_ms: 5000,
+                            })
+                            .collect(),
+                        not_found: req.ids.iter().copied().filter(|id| *id == 13).collect(),
+                    }),
+                ],
+                Err(status) => vec![Err(status)],
+            };
+            futures::stream::iter(items)
+        });
+        Ok(Response::new(Box::pin(answers)))
+    }
+
+    async fn time_to_live(
+        &self,
+        _: Request<LeaseTimeToLiveRequest>,
+    ) -> Result<Response<LeaseTimeToLiveResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn leases(
+        &self,
+        _: Request<LeaseListRequest>,
+    ) -> Result<Response<LeaseListResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+}
+
+#[tonic::async_trait]
+impl Cluster for FakeMember {
+    async fn status(&self, _: Request<StatusRequest>) -> Result<Response<StatusResponse>, Status> {
+        self.state().calls += 1;
+        Ok(Response::new(StatusResponse {
+            header: self.header(),
+            member_id: self.id,
+            ..StatusResponse::default()
+        }))
+    }
+
+    async fn member_list(
+        &self,
+        _: Request<MemberListRequest>,
+    ) -> Result<Response<MemberListResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn member_add(
+        &self,
+        _: Request<MemberAddRequest>,
+    ) -> Result<Response<MemberAddResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn member_promote(
+        &self,
+        _: Request<MemberPromoteRequest>,
+    ) -> Result<Response<MemberPromoteResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn member_remove(
+        &self,
+        _: Request<MemberRemoveRequest>,
+    ) -> Result<Response<MemberRemoveResponse>, Status> {
+        self.admit()?;
+        Ok(Response::new(MemberRemoveResponse {
+            header: self.header(),
+            members: Vec::new(),
+        }))
+    }
+}
+
+/// Starts a fake member on a free local port; returns it and its "host:port".
+async fn start(id: u64, behavior: Behavior) -> (FakeMember, String) {
+    let member = FakeMember {
+        id,
+        state: Arc::new(Mutex::new(State {
+            behavior,
+            cluster_id: 42,
+            put_ids: Vec::new(),
+            calls: 0,
+        })),
+    };
+    let listener = match TcpListener::bind("127.0.0.1:0").await {
+        Ok(listener) => listener,
+        Err(err) => panic!("bind: {err}"),
+    };
+    let address = match listener.local_addr() {
+        Ok(address) => address.to_string(),
+        Err(err) => panic!("local_addr: {err}"),
+    };
+    let router = Server::builder()
+        .add_service(KvServer::new(member.clone()))
+        .add_service(LeaseServer::new(member.clone()))
+        .add_service(ClusterServer::new(member.clone()));
+    tokio::spawn(router.serve_with_incoming(TcpListenerStream::new(listener)));
+    (member, address)
+}
+
+/// A local address nothing listens on (bound, then released).
+async fn dead_address() -> String {
+    let listener = match TcpListener::bind("127.0.0.1:0").await {
+        Ok(listener) => listener,
+        Err(err) => panic!("bind: {err}"),
+    };
+    match listener.local_addr() {
+        Ok(address) => address.to_string(),
+        Err(err) => panic!("local_addr: {err}"),
+    }
+}
+
+fn fast_options() -> ClientOptions {
+    ClientOptions::default()
+        .with_backoff(Duration::from_millis(5), Duration::from_millis(20))
+        .with_request_timeout(Duration::from_secs(2))
+        .with_retry_deadline(Duration::from_secs(5))
+}
+
+async fn client(endpoints: &[&str], options: ClientOptions) -> Client {
+    match Client::connect_with(endpoints.iter().copied(), options).await {
+        Ok(client) => client,
+        Err(err) => panic!("connect: {err}"),
+    }
+}
+
+#[tokio::test]
+async fn follows_not_leader_redirect_and_caches_the_leader() {
+    let (leader, leader_address) = start(2, Behavior::Leader).await;
+    let (follower, follower_address) = start(1, Behavior::Follower(leader_address.clone())).await;
+    let client = client(&[&follower_address], fast_options()).await;
+
+    let response = client.put("k", "v", PutOptions::default()).await;
+    assert_eq!(response.map(|r| r.result()).ok(), Some(PutResult::Ok));
+    assert_eq!(follower.calls(), 1);
+    assert_eq!(leader.calls(), 1);
+    assert_eq!(
+        client.endpoints(),
+        [follower_address, leader_address.clone()]
+    );
+    assert_eq!(client.cached_raft_leader(), Some(leader_address));
+
+    // The next call goes straight to the cached leader.
+    assert!(client.get("k").await.is_ok());
+    assert_eq!(follower.calls(), 1);
+    assert_eq!(leader.calls(), 2);
+}
+
+#[tokio::test]
+async fn rotates_past_unreachable_and_leaderless_endpoints() {
+    let dead = dead_address().await;
+    let (leaderless, leaderless_address) = start(1, Behavior::Leaderless).await;
+    let (leader, leader_address) = start(2, Behavior::Leader).await;
+    let client = client(
+        &[&dead, &leaderless_address, &leader_address],
+        fast_options(),
+    )
+    .await;
+
+    let response = client.range("k", Default::default()).await;
+    assert!(response.is_ok(), "{response:?}");
+    assert_eq!(leaderless.calls(), 1);
+    assert_eq!(leader.calls(), 1);
+
+    // The endpoint that answered is used first from now on.
+    assert!(client.get("k").await.is_ok());
+    assert_eq!((leaderless.calls(), leader.calls()), (1, 2));
+}
+
+#[tokio::test]
+async fn resends_an_indeterminate_write_with_the_same_request_id() {
+    let (leader, address) = start(1, Behavior::LoseLeadership(2)).await;
+    let client = client(&[&address], fast_options()).await;
+
+    let response = client.put("k", "v", PutOptions::default()).await;
+    assert!(response.is_ok(), "{response:?}");
+    let ids = leader.state().put_ids.clone();
+    assert_eq!(ids.len(), 3);
+    assert!(ids[0].is_some_and(|id| id.client_id == client.client_id()));
+    assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
+
+    // The next write is a new logical write: a new sequence number.
+    assert!(client.put("k", "w", PutOptions::default()).await.is_ok());
+    let last = leader.state().put_ids.last().copied().flatten();
+    let first = ids[0];
+    assert!(matches!((first, last), (Some(a), Some(b)) if b.seq > a.seq));
+}
+
+#[tokio::test]
+async fn does_not_resend_a_non_idempotent_write_after_an_indeterminate_failure() {
+    let (member, address) = start(1, Behavior::LoseLeadership(1)).await;
+    let client = client(&[&address], fast_options()).await;
+
+    let err = match client.member_remove(3).await {
+        Ok(response) => panic!("resent after an indeterminate failure: {response:?}"),
+        Err(err) => err,
+    };
+    assert_eq!(member.calls(), 1);
+    assert!(!err.is_definite(), "{err}");
+    assert_eq!(err.error_code(), Some(ErrorCode::LeadershipLost));
+    assert!(matches!(err, Error::Rpc(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn gives_up_at_the_deadline_with_a_definite_connect_failure() {
+    let dead = dead_address().await;
+    let options = fast_options().with_retry_deadline(Duration::from_millis(300));
+    let client = client(&[&dead], options).await;
+
+    let started = std::time::Instant::now();
+    let err = match client.put("k", "v", PutOptions::default()).await {
+        Ok(response) => panic!("a dead endpoint answered: {response:?}"),
+        Err(err) => err,
+    };
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    match &err {
+        Error::DeadlineExhausted { attempts, last, .. } => {
+            assert!(*attempts > 1, "{err}");
+            assert!(last.is_connect_failure(), "{err:?}");
+        }
+        other => panic!("expected DeadlineExhausted, got {other:?}"),
+    }
+    assert!(err.is_connect_failure());
+    assert!(err.is_definite(), "{err}");
+    assert_eq!(err.code(), Some(Code::Unavailable));
+    assert!(err.to_string().contains("definite: not applied"), "{err}");
+    let rpc = err.rpc().map(|rpc| rpc.io_error_kind());
+    assert_eq!(
+        rpc,
+        Some(Some(std::io::ErrorKind::ConnectionRefused)),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn exhaustion_after_an_indeterminate_attempt_is_indeterminate() {
+    let (leader, address) = start(1, Behavior::LoseLeadership(u32::MAX)).await;
+    let options = fast_options().with_retry_deadline(Duration::from_millis(200));
+    let client = client(&[&address], options).await;
+
+    let err = match client.put("k", "v", PutOptions::default()).await {
+        Ok(response) => panic!("unexpected success: {response:?}"),
+        Err(err) => err,
+    };
+    assert!(matches!(err, Error::DeadlineExhausted { .. }), "{err:?}");
+    assert!(!err.is_definite(), "{err}");
+    assert!(leader.calls() > 1);
+
+    // A new write whose every attempt was refused outright is definite again.
+    leader.set_behavior(Behavior::Leaderless);
+    let err = match client.put("k", "v", PutOptions::default()).await {
+        Ok(response) => panic!("unexpected success: {response:?}"),
+        Err(err) => err,
+    };
+    assert!(
+        err.is_definite(),
+        "a fresh write that never got in is definite: {err}"
+    );
+}
+
+#[tokio::test]
+async fn keep_alive_once_waits_for_the_matching_seq() {
+    let (_member, address) = start(1, Behavior::Leader).await;
+    let client = client(&[&address], fast_options()).await;
+
+    let first = match client.keep_alive_once([5, 13]).await {
+        Ok(response) => response,
+        Err(err) => panic!("{err}"),
+    };
+    assert!(first.seq < 1000, "took the unrelated answer: {first:?}");
+    assert_eq!(
+        first.renewed,
+        [LeaseRenewed {
+            id: 5,
+            ttl_ms: 5000
+        }]
+    );
+    assert_eq!(first.not_found, [13]);
+    let second = match client.keep_alive_once([5]).await {
+        Ok(response) => response,
+        Err(err) => panic!("{err}"),
+    };
+    assert!(second.seq > first.seq);
+}
+
+#[tokio::test]
+async fn refuses_an_endpoint_of_another_cluster() {
+    let (member, address) = start(1, Behavior::Leader).await;
+    let client = client(&[&address], fast_options()).await;
+    assert!(client.status().await.is_ok());
+
+    member.state().cluster_id = 43;
+    match client.status().await {
+        Err(Error::ClusterMismatch {
+            expected, actual, ..
+        }) => assert_eq!((expected, actual), (42, 43)),
+        other => panic!("expected ClusterMismatch, got {other:?}"),
+    }
+}

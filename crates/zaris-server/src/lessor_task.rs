@@ -1,0 +1,124 @@
+//! The expiry loop. Every node's lessor is fed by apply; only the Raft leader's is promoted, and
+//! only a promoted lessor hands out overdue leases, which go out as batched `Expire` entries.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use openraft::ServerState;
+use openraft::async_runtime::WatchReceiver;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+use zaris_core::{Command, Lessor, Outcome, Request};
+
+use crate::clock::Clock;
+use crate::metrics as m;
+use crate::propose::Proposer;
+
+/// How often the loop looks for overdue leases and leadership changes. Part of `revoke_lag`.
+const TICK: Duration = Duration::from_millis(20);
+
+pub struct ExpiryLoop {
+    pub node_id: u64,
+    pub proposer: Proposer,
+    pub lessor: Arc<Mutex<Lessor>>,
+    pub clock: Arc<dyn Clock>,
+    pub election_timeout_ms: u64,
+    pub expire_batch: usize,
+}
+
+impl ExpiryLoop {
+    fn lessor(&self) -> std::sync::MutexGuard<'_, Lessor> {
+        self.lessor.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub async fn run(self, shutdown: CancellationToken) {
+        let raft = self.proposer.raft().clone();
+        let mut promoted_term: Option<u64> = None;
+        let mut last_leader = None;
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            // Clone at once: the metrics guard must never be held across an await.
+            let (state, term, leader) = {
+                let metrics = raft.metrics().borrow_watched().clone();
+                (metrics.state, metrics.current_term, metrics.current_leader)
+            };
+            if leader != last_leader {
+                metrics::counter!(m::LEADER_CHANGES).increment(1);
+                last_leader = leader;
+            }
+            metrics::gauge!(m::RAFT_TERM).set(term as f64);
+            let leading = state == ServerState::Leader && leader == Some(self.node_id);
+            metrics::gauge!(m::IS_RAFT_LEADER).set(if leading { 1.0 } else { 0.0 });
+            if !leading {
+                if promoted_term.take().is_some() || self.lessor().is_primary() {
+                    self.lessor().demote();
+                    info!(
+                        node_id = self.node_id,
+                        term, "lessor demoted: no longer Raft leader"
+                    );
+                }
+                continue;
+            }
+            if promoted_term != Some(term) {
+                // Expire nothing until this leader has applied everything committed before its
+                // term (its first entry of the term is applied): then promote.
+                if let Err(status) = self.proposer.linearizable().await {
+                    debug!(node_id = self.node_id, term, %status, "not yet ready to promote the lessor");
+                    continue;
+                }
+                let now_ms = self.clock.now_ms();
+                self.lessor().promote(now_ms, self.election_timeout_ms);
+                promoted_term = Some(term);
+                info!(
+                    node_id = self.node_id,
+                    term,
+                    extend_ms = self.election_timeout_ms,
+                    leases = self.lessor().len(),
+                    "lessor promoted: this node now expires leases"
+                );
+            }
+            self.expire_due().await;
+        }
+        self.lessor().demote();
+    }
+
+    async fn expire_due(&self) {
+        loop {
+            let due = self
+                .lessor()
+                .expired(self.clock.now_ms(), self.expire_batch);
+            if due.is_empty() {
+                return;
+            }
+            let count = due.len();
+            metrics::counter!(m::EXPIRE_BATCHES).increment(1);
+            match self
+                .proposer
+                .propose(Request::new(Command::Expire { leases: due }))
+                .await
+            {
+                Ok(reply) => {
+                    if let Ok(Outcome::Expired { revoked, skipped }) = &reply.response {
+                        debug!(
+                            node_id = self.node_id,
+                            revision = reply.revision,
+                            revoked = ?revoked,
+                            skipped = skipped.len(),
+                            "expired leases"
+                        );
+                    }
+                }
+                Err(status) => {
+                    // The lessor holds these back and hands them out again after retry_after_ms.
+                    warn!(node_id = self.node_id, count, %status, "expiry proposal failed");
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! A Zaris node: the gRPC services (client API and Raft peer RPCs on one port), the Raft network,
+//! the lessor that only the Raft leader runs, and group-committed lease renewals.
+//!
+//! [`Node::start`] wires everything; [`NodeHandle::shutdown`] stops every task it started.
+
+pub mod clock;
+pub mod config;
+pub mod convert;
+pub mod errors;
+mod http;
+mod lessor_task;
+mod locks;
+pub mod metrics;
+mod network;
+mod node;
+mod observer;
+mod propose;
+mod renew;
+mod services;
+
+pub use clock::{Clock, MonotonicClock};
+pub use config::NodeConfig;
+pub use node::{Node, NodeHandle};

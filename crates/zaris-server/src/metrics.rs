@@ -1,0 +1,43 @@
+//! Metric names (all prefixed `zaris_`) and the Prometheus recorder.
+
+use std::sync::OnceLock;
+
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+/// Entries applied to the state machine.
+pub const APPLIED_ENTRIES: &str = "zaris_applied_entries_total";
+/// Leases granted.
+pub const LEASES_GRANTED: &str = "zaris_leases_granted_total";
+/// Leases that ended, by `cause` = `expired` | `revoked`.
+pub const LEASES_ENDED: &str = "zaris_leases_ended_total";
+/// Lease renewals applied (one per lease id per renew entry).
+pub const LEASE_RENEWALS: &str = "zaris_lease_renewals_total";
+/// Renew entries proposed (each carries many renewals: group commit).
+pub const RENEW_BATCHES: &str = "zaris_renew_batches_total";
+/// Expire entries proposed by this node as leader.
+pub const EXPIRE_BATCHES: &str = "zaris_expire_batches_total";
+/// Lock hand-overs applied.
+pub const LOCKS_ACQUIRED: &str = "zaris_locks_acquired_total";
+/// Live leases, keys and locks in this node's state.
+pub const LIVE_LEASES: &str = "zaris_leases";
+pub const LIVE_KEYS: &str = "zaris_keys";
+/// 1 if this node is the Raft leader.
+pub const IS_RAFT_LEADER: &str = "zaris_is_raft_leader";
+/// The Raft term, last log index and applied index as this node sees them.
+pub const RAFT_TERM: &str = "zaris_raft_term";
+pub const RAFT_APPLIED_INDEX: &str = "zaris_raft_applied_index";
+/// Leadership changes seen by this node.
+pub const LEADER_CHANGES: &str = "zaris_raft_leader_changes_total";
+/// Client requests rejected before proposing, by `reason`.
+pub const REQUESTS_REJECTED: &str = "zaris_requests_rejected_total";
+/// Proposals by `command` and `outcome`.
+pub const PROPOSALS: &str = "zaris_proposals_total";
+
+/// The process-wide Prometheus recorder (metrics has one global recorder per process, so nodes
+/// in one test process share it).
+pub fn prometheus() -> Option<&'static PrometheusHandle> {
+    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| PrometheusBuilder::new().install_recorder().ok())
+        .as_ref()
+}

@@ -1,0 +1,225 @@
+//! The Raft network: openraft's peer RPCs carried over gRPC as opaque, version-tagged payloads
+//! (encoded by zaris-core's codec), on the same port as the client API.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
+use openraft::network::{RPCOption, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
+    TransferLeaderResponse, VoteRequest, VoteResponse,
+};
+use openraft::{BasicNode, OptionalSend, RaftNetworkV2};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tonic::transport::{Channel, Endpoint};
+use zaris_core::codec;
+use zaris_proto::v1::raft_service_client::RaftServiceClient;
+use zaris_proto::v1::{RaftMessage, RaftSnapshotChunk};
+use zaris_raft::{Snapshot, TypeConfig, Vote};
+
+/// Snapshot bytes per gRPC message.
+const SNAPSHOT_CHUNK_BYTES: usize = 1024 * 1024;
+/// Largest Raft message accepted, in bytes (a batch of entries near the value-size limit).
+pub const MAX_RAFT_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
+
+type RpcError = RPCError<TypeConfig>;
+
+/// Makes one client per peer; channels are cached by address and connect lazily.
+#[derive(Clone, Debug)]
+pub struct NetworkFactory {
+    cluster_id: u64,
+    channels: Arc<Mutex<BTreeMap<String, Channel>>>,
+}
+
+impl NetworkFactory {
+    pub fn new(cluster_id: u64) -> Self {
+        NetworkFactory {
+            cluster_id,
+            channels: Arc::default(),
+        }
+    }
+
+    fn channel(&self, addr: &str) -> Option<Channel> {
+        let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(channel) = channels.get(addr) {
+            return Some(channel.clone());
+        }
+        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+            .ok()?
+            .connect_timeout(Duration::from_millis(500))
+            .tcp_nodelay(true);
+        let channel = endpoint.connect_lazy();
+        channels.insert(addr.to_string(), channel.clone());
+        Some(channel)
+    }
+}
+
+impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
+    type Network = PeerClient;
+
+    async fn new_client(&mut self, target: u64, node: &BasicNode) -> PeerClient {
+        let client = self.channel(&node.addr).map(|channel| {
+            RaftServiceClient::new(channel)
+                .max_decoding_message_size(MAX_RAFT_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES)
+        });
+        PeerClient {
+            target,
+            cluster_id: self.cluster_id,
+            client,
+        }
+    }
+}
+
+/// Talks to one peer.
+#[derive(Debug)]
+pub struct PeerClient {
+    target: u64,
+    cluster_id: u64,
+    /// `None` when the peer's address does not parse: every call fails as unreachable.
+    client: Option<RaftServiceClient<Channel>>,
+}
+
+fn unreachable(message: String) -> RpcError {
+    RPCError::Unreachable(Unreachable::from_string(message))
+}
+
+fn network(message: String) -> RpcError {
+    RPCError::Network(NetworkError::from_string(message))
+}
+
+/// Connection-level failures make openraft back off harder than transient ones.
+fn status_error(target: u64, status: tonic::Status) -> RpcError {
+    let message = format!("node {target}: {}: {}", status.code(), status.message());
+    match status.code() {
+        tonic::Code::Unavailable | tonic::Code::Unknown => unreachable(message),
+        _ => network(message),
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Rpc {
+    AppendEntries,
+    Vote,
+    PreVote,
+    TransferLeader,
+}
+
+impl PeerClient {
+    fn client(&self) -> Result<RaftServiceClient<Channel>, RpcError> {
+        self.client
+            .clone()
+            .ok_or_else(|| unreachable(format!("node {}: invalid address", self.target)))
+    }
+
+    async fn unary<Req: Serialize, Resp: DeserializeOwned>(
+        &mut self,
+        rpc: Rpc,
+        request: &Req,
+        timeout: Duration,
+    ) -> Result<Resp, RpcError> {
+        let mut client = self.client()?;
+        let payload = codec::encode(request).map_err(|e| network(e.to_string()))?;
+        let message = RaftMessage {
+            cluster_id: self.cluster_id,
+            payload,
+        };
+        let call = async {
+            match rpc {
+                Rpc::AppendEntries => client.append_entries(message).await,
+                Rpc::Vote => client.vote(message).await,
+                Rpc::PreVote => client.pre_vote(message).await,
+                Rpc::TransferLeader => client.transfer_leader(message).await,
+            }
+        };
+        let response = tokio::time::timeout(timeout, call)
+            .await
+            .map_err(|_| network(format!("node {}: {rpc:?} timed out", self.target)))?
+            .map_err(|status| status_error(self.target, status))?;
+        codec::decode(&response.into_inner().payload, MAX_RAFT_MESSAGE_BYTES)
+            .map_err(|e| network(format!("node {}: bad {rpc:?} response: {e}", self.target)))
+    }
+}
+
+impl RaftNetworkV2<TypeConfig> for PeerClient {
+    type SnapshotData = Vec<u8>;
+
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<TypeConfig>, RpcError> {
+        self.unary(Rpc::AppendEntries, &rpc, option.hard_ttl())
+            .await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<TypeConfig>, RpcError> {
+        self.unary(Rpc::Vote, &rpc, option.hard_ttl()).await
+    }
+
+    async fn pre_vote(
+        &mut self,
+        rpc: VoteRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<TypeConfig>, RpcError> {
+        self.unary(Rpc::PreVote, &rpc, option.hard_ttl()).await
+    }
+
+    async fn transfer_leader(
+        &mut self,
+        rpc: TransferLeaderRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<TransferLeaderResponse<TypeConfig>, RpcError> {
+        self.unary(Rpc::TransferLeader, &rpc, option.hard_ttl())
+            .await
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote,
+        snapshot: Snapshot,
+        cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        let mut client = self.client()?;
+        let head =
+            codec::encode(&(vote, snapshot.meta.clone())).map_err(|e| network(e.to_string()))?;
+        let cluster_id = self.cluster_id;
+        let mut chunks = vec![RaftSnapshotChunk {
+            cluster_id,
+            meta: head,
+            data: Vec::new(),
+        }];
+        chunks.extend(snapshot.snapshot.chunks(SNAPSHOT_CHUNK_BYTES).map(|data| {
+            RaftSnapshotChunk {
+                cluster_id,
+                meta: Vec::new(),
+                data: data.to_vec(),
+            }
+        }));
+        let target = self.target;
+        // openraft does not time this call out: we do.
+        let send = tokio::time::timeout(
+            option.hard_ttl(),
+            client.install_snapshot(futures::stream::iter(chunks)),
+        );
+        tokio::select! {
+            closed = cancel => Err(StreamingError::Closed(closed)),
+            result = send => {
+                let response = result
+                    .map_err(|_| network(format!("node {target}: snapshot timed out")))?
+                    .map_err(|status| status_error(target, status))?;
+                codec::decode(&response.into_inner().payload, MAX_RAFT_MESSAGE_BYTES)
+                    .map_err(|e| network(format!("node {target}: bad snapshot response: {e}")).into())
+            }
+        }
+    }
+}

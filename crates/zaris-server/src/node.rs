@@ -1,0 +1,292 @@
+//! Starting and stopping a node: stores, Raft, the gRPC server, and the tracked background tasks.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use openraft::errors::{InitializeError, RaftError};
+use openraft::{BasicNode, SnapshotPolicy};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn};
+use zaris_core::Lessor;
+use zaris_proto::v1::cluster_server::ClusterServer;
+use zaris_proto::v1::kv_server::KvServer;
+use zaris_proto::v1::lease_server::LeaseServer;
+use zaris_proto::v1::lock_server::LockServer;
+use zaris_proto::v1::raft_service_server::RaftServiceServer;
+use zaris_raft::{Raft, StateHandle};
+
+use crate::clock::{Clock, MonotonicClock};
+use crate::config::NodeConfig;
+use crate::lessor_task::ExpiryLoop;
+use crate::locks::LockWaiters;
+use crate::network::{MAX_RAFT_MESSAGE_BYTES, NetworkFactory};
+use crate::observer::NodeObserver;
+use crate::propose::Proposer;
+use crate::renew::RenewBatcher;
+use crate::services::raft::RaftPeerService;
+use crate::services::{ClusterService, KvService, LeaseService, LockService, NodeContext};
+use crate::{http, metrics as m};
+
+/// Largest client request accepted, in bytes: a transaction of max-size values must fit.
+pub const MAX_CLIENT_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// A running node. Dropping it does not stop it: call [`NodeHandle::shutdown`].
+#[derive(Debug)]
+pub struct NodeHandle {
+    pub node_id: u64,
+    /// Where the client API and the Raft peers are served.
+    pub addr: SocketAddr,
+    pub http_addr: Option<SocketAddr>,
+    raft: Raft,
+    state: StateHandle,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+}
+
+/// Namespace for [`Node::start`].
+#[derive(Debug)]
+pub struct Node;
+
+impl Node {
+    /// Binds `config.listen` and starts the node.
+    pub async fn start(config: NodeConfig) -> anyhow::Result<NodeHandle> {
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        Self::start_with_listener(config, listener, Arc::new(MonotonicClock::default())).await
+    }
+
+    /// Starts the node on an already bound listener (tests bind port 0 first to learn the port).
+    pub async fn start_with_listener(
+        config: NodeConfig,
+        listener: TcpListener,
+        clock: Arc<dyn Clock>,
+    ) -> anyhow::Result<NodeHandle> {
+        config.validate()?;
+        // Install the process-wide recorder before anything counts.
+        let _ = crate::metrics::prometheus();
+        let node_id = config.node_id;
+        let addr = listener.local_addr()?;
+        let advertise = config
+            .advertise
+            .clone()
+            .or_else(|| config.initial_cluster.get(&node_id).cloned())
+            .unwrap_or_else(|| addr.to_string());
+        std::fs::create_dir_all(&config.data_dir)
+            .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
+
+        let lessor = Arc::new(Mutex::new(Lessor::new(config.lessor.clone())));
+        let waiters = Arc::new(LockWaiters::default());
+        let observer = Arc::new(NodeObserver {
+            clock: clock.clone(),
+            lessor: lessor.clone(),
+            waiters: waiters.clone(),
+        });
+        let (log_store, sm_store) =
+            zaris_raft::open(&config.data_dir, observer, config.limits.clone())
+                .await
+                .with_context(|| format!("cannot open data dir {}", config.data_dir.display()))?;
+        let state = sm_store.handle();
+
+        let raft_config = openraft::Config {
+            cluster_name: config.cluster_name.clone(),
+            heartbeat_interval: config.heartbeat_ms,
+            election_timeout_min: config.election_timeout_ms / 2,
+            election_timeout_max: config.election_timeout_ms,
+            install_snapshot_timeout: 60_000,
+            max_payload_entries: 64,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_entries),
+            replication_lag_threshold: config.snapshot_entries.saturating_mul(2),
+            max_in_snapshot_log_to_keep: 1_000,
+            purge_batch_size: 256,
+            enable_pre_vote: Some(true),
+            ..Default::default()
+        }
+        .validate()
+        .context("raft configuration")?;
+        let cluster_id = config.cluster_id();
+        let raft = Raft::new(
+            node_id,
+            Arc::new(raft_config),
+            NetworkFactory::new(cluster_id),
+            log_store,
+            sm_store,
+        )
+        .await
+        .context("cannot start raft")?;
+
+        let shutdown = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let proposer = Proposer::new(
+            raft.clone(),
+            node_id,
+            cluster_id,
+            Duration::from_millis(config.request_timeout_ms),
+        );
+        let renewals = RenewBatcher::start(
+            proposer.clone(),
+            config.limits.max_batch_ids as usize,
+            config.renew_inflight,
+            &tracker,
+            shutdown.clone(),
+        );
+        let context = NodeContext {
+            node_id,
+            proposer: proposer.clone(),
+            state: state.clone(),
+            lessor: lessor.clone(),
+            clock: clock.clone(),
+            waiters,
+            renewals,
+            limits: config.limits.clone(),
+            tasks: tracker.clone(),
+            shutdown: shutdown.clone(),
+        };
+
+        let server = tonic::transport::Server::builder()
+            .add_service(
+                RaftServiceServer::new(RaftPeerService::new(raft.clone(), cluster_id))
+                    .max_decoding_message_size(MAX_RAFT_MESSAGE_BYTES)
+                    .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES),
+            )
+            .add_service(
+                KvServer::new(KvService(context.clone()))
+                    .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES)
+                    .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES),
+            )
+            .add_service(
+                LeaseServer::new(LeaseService(context.clone()))
+                    .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES),
+            )
+            .add_service(
+                LockServer::new(LockService(context.clone()))
+                    .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES),
+            )
+            .add_service(
+                ClusterServer::new(ClusterService(context.clone()))
+                    .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES),
+            );
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        let stop = shutdown.clone();
+        tracker.spawn(async move {
+            if let Err(e) = server
+                .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
+                .await
+            {
+                warn!(node_id, error = %e, "gRPC server stopped with an error");
+            }
+        });
+
+        tracker.spawn(
+            ExpiryLoop {
+                node_id,
+                proposer: proposer.clone(),
+                lessor: lessor.clone(),
+                clock: clock.clone(),
+                election_timeout_ms: config.election_timeout_ms,
+                expire_batch: config.expire_batch,
+            }
+            .run(shutdown.clone()),
+        );
+        tracker.spawn(report_gauges(state.clone(), shutdown.clone()));
+
+        let http_addr = match config.http_listen {
+            Some(http_listen) => {
+                let listener = TcpListener::bind(http_listen)
+                    .await
+                    .with_context(|| format!("cannot listen on {http_listen} for HTTP"))?;
+                let http_addr = listener.local_addr()?;
+                tracker.spawn(http::serve(listener, raft.clone(), shutdown.clone()));
+                Some(http_addr)
+            }
+            None => None,
+        };
+
+        bootstrap(&config, &raft, &advertise).await?;
+        info!(node_id, %addr, advertise, cluster = config.cluster_name, "node started");
+        Ok(NodeHandle {
+            node_id,
+            addr,
+            http_addr,
+            raft,
+            state,
+            shutdown,
+            tracker,
+        })
+    }
+}
+
+/// Initializes the cluster on exactly one pristine node: the lowest id of the initial members
+/// (or this node alone when no members are given). Everyone else waits to hear from a leader.
+async fn bootstrap(config: &NodeConfig, raft: &Raft, advertise: &str) -> anyhow::Result<()> {
+    if config.join || raft.is_initialized().await? {
+        return Ok(());
+    }
+    let members: BTreeMap<u64, BasicNode> = if config.initial_cluster.is_empty() {
+        BTreeMap::from([(config.node_id, BasicNode::new(advertise))])
+    } else {
+        config
+            .initial_cluster
+            .iter()
+            .map(|(id, addr)| (*id, BasicNode::new(addr)))
+            .collect()
+    };
+    if members.keys().next() != Some(&config.node_id) {
+        return Ok(());
+    }
+    match raft.initialize(members).await {
+        Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
+        Err(e) => Err(anyhow::anyhow!("cannot initialize the cluster: {e}")),
+    }
+}
+
+async fn report_gauges(state: StateHandle, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let (leases, keys, applied) = state.read(|d| {
+            (
+                d.state.lease_count(),
+                d.state.key_count(),
+                d.state.last_applied(),
+            )
+        });
+        metrics::gauge!(m::LIVE_LEASES).set(leases as f64);
+        metrics::gauge!(m::LIVE_KEYS).set(keys as f64);
+        metrics::gauge!(m::RAFT_APPLIED_INDEX).set(applied as f64);
+    }
+}
+
+impl NodeHandle {
+    pub fn raft(&self) -> &Raft {
+        &self.raft
+    }
+
+    pub fn state(&self) -> &StateHandle {
+        &self.state
+    }
+
+    /// Stops serving, stops every task, and stops Raft.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        self.tracker.close();
+        self.tracker.wait().await;
+        if let Err(e) = self.raft.shutdown().await {
+            warn!(node_id = self.node_id, error = %e, "raft did not shut down cleanly");
+        }
+        info!(node_id = self.node_id, "node stopped");
+    }
+
+    /// Resolves when the node was asked to stop (e.g. by a signal handler elsewhere).
+    pub fn stop_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+}

@@ -1,0 +1,62 @@
+//! What this node does with every applied entry: feed its lessor (with the local monotonic time
+//! of apply), wake lock waiters, count.
+
+use std::sync::{Arc, Mutex};
+
+use zaris_core::{Applied, LeaseEffect, Lessor, LockEffect, Outcome, State};
+use zaris_raft::ApplyObserver;
+
+use crate::clock::Clock;
+use crate::locks::LockWaiters;
+use crate::metrics as m;
+
+#[derive(Debug)]
+pub struct NodeObserver {
+    pub clock: Arc<dyn Clock>,
+    pub lessor: Arc<Mutex<Lessor>>,
+    pub waiters: Arc<LockWaiters>,
+}
+
+impl NodeObserver {
+    fn lessor(&self) -> std::sync::MutexGuard<'_, Lessor> {
+        self.lessor.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl ApplyObserver for NodeObserver {
+    fn applied(&self, applied: &Applied) {
+        metrics::counter!(m::APPLIED_ENTRIES).increment(1);
+        if !applied.effects.leases.is_empty() {
+            let now_ms = self.clock.now_ms();
+            let mut lessor = self.lessor();
+            for effect in &applied.effects.leases {
+                lessor.observe(now_ms, effect);
+            }
+        }
+        for effect in &applied.effects.leases {
+            if let LeaseEffect::Revoked { id, expired } = effect {
+                self.waiters.lease_ended(*id);
+                let cause = if *expired { "expired" } else { "revoked" };
+                metrics::counter!(m::LEASES_ENDED, "cause" => cause).increment(1);
+            }
+        }
+        for effect in &applied.effects.locks {
+            if let LockEffect::Acquired { name, lease, token } = effect {
+                self.waiters.acquired(name, *lease, *token);
+                metrics::counter!(m::LOCKS_ACQUIRED).increment(1);
+            }
+        }
+        match &applied.response {
+            Ok(Outcome::Granted { .. }) => metrics::counter!(m::LEASES_GRANTED).increment(1),
+            Ok(Outcome::Renewed { renewed, .. }) => {
+                metrics::counter!(m::LEASE_RENEWALS).increment(renewed.len() as u64)
+            }
+            _ => {}
+        }
+    }
+
+    fn restored(&self, state: &State) {
+        let now_ms = self.clock.now_ms();
+        self.lessor().reset(now_ms, state.lease_ttls());
+    }
+}

@@ -1,0 +1,155 @@
+//! Group commit for keepalives: renewals from every client stream are merged into one `Renew`
+//! entry per batch (one Raft round trip and one fsync for thousands of leases), with a few batches
+//! in flight at once. A renewal is acknowledged only after its entry is committed and applied.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tonic::Status;
+use zaris_core::{Command, LeaseId, Outcome, Request, Revision};
+
+use crate::errors;
+use crate::metrics as m;
+use crate::propose::Proposer;
+
+/// What one keepalive request gets back.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Renewal {
+    pub revision: Revision,
+    pub renewed: Vec<(LeaseId, u64)>,
+    pub not_found: Vec<LeaseId>,
+}
+
+struct Pending {
+    ids: Vec<LeaseId>,
+    reply: oneshot::Sender<Result<Renewal, Status>>,
+}
+
+/// Queue of keepalives waiting to be batched. Bounded: a full queue pushes back on clients.
+#[derive(Clone, Debug)]
+pub struct RenewBatcher {
+    tx: mpsc::Sender<Pending>,
+}
+
+/// Keepalive requests that may wait for a batch.
+const QUEUE_DEPTH: usize = 4_096;
+
+impl RenewBatcher {
+    pub fn start(
+        proposer: Proposer,
+        max_batch_ids: usize,
+        inflight: usize,
+        tracker: &TaskTracker,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
+        let batcher_tracker = tracker.clone();
+        tracker.spawn(run(
+            rx,
+            proposer,
+            max_batch_ids.max(1),
+            Arc::new(Semaphore::new(inflight.max(1))),
+            batcher_tracker,
+            shutdown,
+        ));
+        RenewBatcher { tx }
+    }
+
+    /// Renews `ids` (already validated: non-empty, within the batch limit) in the next batch.
+    pub async fn renew(&self, ids: Vec<LeaseId>) -> Result<Renewal, Status> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Pending { ids, reply })
+            .await
+            .map_err(|_| errors::shutting_down(false))?;
+        // The batch may have been proposed before the node stopped.
+        rx.await.map_err(|_| errors::shutting_down(true))?
+    }
+}
+
+async fn run(
+    mut rx: mpsc::Receiver<Pending>,
+    proposer: Proposer,
+    max_batch_ids: usize,
+    inflight: Arc<Semaphore>,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+) {
+    let mut carry: Option<Pending> = None;
+    loop {
+        // Wait for a free pipeline slot first: while all slots are busy, requests pile up in the
+        // queue and the next batch gets bigger — that is the group commit.
+        let permit = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            permit = inflight.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => return,
+            },
+        };
+        let first = match carry.take() {
+            Some(pending) => pending,
+            None => tokio::select! {
+                _ = shutdown.cancelled() => return,
+                next = rx.recv() => match next {
+                    Some(pending) => pending,
+                    None => return,
+                },
+            },
+        };
+        let mut batch = vec![first];
+        let mut ids = batch[0].ids.len();
+        while let Ok(next) = rx.try_recv() {
+            if ids + next.ids.len() > max_batch_ids {
+                carry = Some(next);
+                break;
+            }
+            ids += next.ids.len();
+            batch.push(next);
+        }
+        let proposer = proposer.clone();
+        tracker.spawn(async move {
+            propose_batch(&proposer, batch).await;
+            drop(permit);
+        });
+    }
+}
+
+async fn propose_batch(proposer: &Proposer, batch: Vec<Pending>) {
+    let mut ids: Vec<LeaseId> = batch.iter().flat_map(|p| p.ids.iter().copied()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    metrics::counter!(m::RENEW_BATCHES).increment(1);
+    let result = proposer
+        .propose(Request::new(Command::Renew { ids }))
+        .await
+        .and_then(|reply| match reply.response {
+            Ok(Outcome::Renewed { renewed, .. }) => Ok((
+                reply.revision,
+                renewed.into_iter().collect::<BTreeMap<_, _>>(),
+            )),
+            Ok(other) => Err(errors::internal(format!("renew answered {other:?}"))),
+            Err(rejection) => Err(errors::rejection_status(&rejection)),
+        });
+    for pending in batch {
+        let answer = match &result {
+            Ok((revision, renewed)) => {
+                let mut renewal = Renewal {
+                    revision: *revision,
+                    ..Renewal::default()
+                };
+                for id in pending.ids {
+                    match renewed.get(&id) {
+                        Some(ttl_ms) => renewal.renewed.push((id, *ttl_ms)),
+                        None => renewal.not_found.push(id),
+                    }
+                }
+                Ok(renewal)
+            }
+            Err(status) => Err(status.clone()),
+        };
+        let _ = pending.reply.send(answer);
+    }
+}

@@ -1,0 +1,304 @@
+//! Cluster status and membership changes (add as learner, catch up, promote; remove).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use openraft::async_runtime::WatchReceiver;
+use openraft::errors::{ClientWriteError, RaftError};
+use openraft::{BasicNode, ChangeMembers, ServerState};
+use tonic::{Request, Response, Status};
+use zaris_proto::v1::cluster_server::Cluster;
+use zaris_proto::v1::{
+    ErrorCode, ErrorDetail, Member, MemberAddRequest, MemberAddResponse, MemberKind,
+    MemberListRequest, MemberListResponse, MemberPromoteRequest, MemberPromoteResponse,
+    MemberRemoveRequest, MemberRemoveResponse, NodeRole, Outcome, StatusRequest, StatusResponse,
+};
+use zaris_raft::TypeConfig;
+
+use super::NodeContext;
+use crate::errors;
+
+#[derive(Clone, Debug)]
+pub struct ClusterService(pub NodeContext);
+
+impl ClusterService {
+    fn members(&self) -> Vec<Member> {
+        let metrics = self.0.proposer.raft().metrics().borrow_watched().clone();
+        let membership = metrics.membership_config.membership();
+        let voters: BTreeSet<u64> = membership.voter_ids().collect();
+        let matched: BTreeMap<u64, u64> = metrics
+            .replication
+            .as_ref()
+            .map(|r| {
+                r.iter()
+                    .map(|(id, log_id)| (*id, log_id.as_ref().map_or(0, |l| l.index)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        membership
+            .nodes()
+            .map(|(id, node)| Member {
+                id: *id,
+                address: node.addr.clone(),
+                kind: if voters.contains(id) {
+                    MemberKind::Voter
+                } else {
+                    MemberKind::Learner
+                } as i32,
+                matched_index: matched.get(id).copied().unwrap_or(0),
+            })
+            .collect()
+    }
+
+    fn header(&self) -> zaris_proto::v1::ResponseHeader {
+        let applied = self.0.state.read(|d| d.state.last_applied());
+        self.0.proposer.header(applied)
+    }
+
+    fn membership_error(
+        &self,
+        error: RaftError<TypeConfig, ClientWriteError<TypeConfig>>,
+    ) -> Status {
+        match error {
+            RaftError::APIError(ClientWriteError::ForwardToLeader(forward)) => {
+                self.0.proposer.redirect(&forward)
+            }
+            RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => {
+                let code = match &e {
+                    openraft::errors::ChangeMembershipError::InProgress(_) => {
+                        ErrorCode::MembershipChangeInProgress
+                    }
+                    openraft::errors::ChangeMembershipError::LearnerNotFound(_) => {
+                        ErrorCode::MemberNotFound
+                    }
+                    _ => ErrorCode::MembershipRejected,
+                };
+                ErrorDetail::new(code, Outcome::Definite, e.to_string()).into_status()
+            }
+            RaftError::APIError(ClientWriteError::PreconditionFailed(e)) => ErrorDetail::new(
+                ErrorCode::MembershipRejected,
+                Outcome::Definite,
+                e.to_string(),
+            )
+            .into_status(),
+            RaftError::APIError(ClientWriteError::LogEntryDiscarded(_)) => {
+                errors::indeterminate("leadership changed during the membership change")
+            }
+            RaftError::Fatal(fatal) => errors::internal(format!("raft stopped: {fatal}")),
+        }
+    }
+
+    /// Removing the Raft leader itself: hand leadership to another voter first, then send the
+    /// caller there (a leader removing itself from the membership is a transition openraft does
+    /// not handle gracefully). The client follows the redirect and retries at the new leader.
+    async fn hand_over_leadership(&self) -> Status {
+        let raft = self.0.proposer.raft();
+        let metrics = raft.metrics().borrow_watched().clone();
+        let Some(successor) = metrics
+            .membership_config
+            .membership()
+            .voter_ids()
+            .find(|voter| *voter != self.0.node_id)
+        else {
+            return ErrorDetail::new(
+                ErrorCode::MembershipRejected,
+                Outcome::Definite,
+                "cannot remove the only voter",
+            )
+            .into_status();
+        };
+        if let Err(e) = raft.trigger().transfer_leader(successor).await {
+            return errors::internal(format!("cannot transfer leadership: {e}"));
+        }
+        let handed_over = raft
+            .wait(Some(std::time::Duration::from_secs(5)))
+            .metrics(
+                |m| m.current_leader.is_some() && m.current_leader != Some(m.id),
+                "leadership handed over",
+            )
+            .await;
+        match handed_over {
+            Ok(m) => {
+                let leader = m.current_leader.unwrap_or(successor);
+                let address = m
+                    .membership_config
+                    .membership()
+                    .get_node(&leader)
+                    .map(|n| n.addr.clone())
+                    .unwrap_or_default();
+                errors::not_leader(leader, &address, m.current_term)
+            }
+            Err(_) => errors::no_leader(),
+        }
+    }
+
+    /// Waits until no membership change is in flight (the latest membership is committed), so a
+    /// change starts from a settled configuration and a response means the change is done.
+    async fn settle(&self) -> Result<(), Status> {
+        self.0
+            .proposer
+            .raft()
+            .wait(Some(std::time::Duration::from_secs(10)))
+            .metrics(
+                |m| m.membership_config.log_id() == m.committed_membership_config.log_id(),
+                "membership settled",
+            )
+            .await
+            .map(|_| ())
+            .map_err(|_| {
+                ErrorDetail::new(
+                    ErrorCode::MembershipChangeInProgress,
+                    Outcome::Definite,
+                    "a membership change is still in progress; retry later",
+                )
+                .into_status()
+            })
+    }
+
+    fn validate_id(id: u64) -> Result<(), Status> {
+        if id == 0 {
+            return Err(zaris_proto::invalid_argument(
+                "member id must be at least 1",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[tonic::async_trait]
+impl Cluster for ClusterService {
+    async fn status(
+        &self,
+        _request: Request<StatusRequest>,
+    ) -> Result<Response<StatusResponse>, Status> {
+        let metrics = self.0.proposer.raft().metrics().borrow_watched().clone();
+        let role = match metrics.state {
+            ServerState::Leader => NodeRole::Leader,
+            ServerState::Follower => NodeRole::Follower,
+            ServerState::Candidate => NodeRole::Candidate,
+            ServerState::Learner => NodeRole::Learner,
+            ServerState::Shutdown => NodeRole::Shutdown,
+        };
+        Ok(Response::new(StatusResponse {
+            header: Some(self.header()),
+            member_id: self.0.node_id,
+            role: role as i32,
+            raft_leader_id: metrics.current_leader.unwrap_or(0),
+            raft_term: metrics.current_term,
+            commit_index: metrics.local_committed.map_or(0, |l| l.index),
+            applied_index: metrics.last_applied.map_or(0, |l| l.index),
+            members: self.members(),
+            server_version: env!("CARGO_PKG_VERSION").to_string(),
+        }))
+    }
+
+    async fn member_list(
+        &self,
+        _request: Request<MemberListRequest>,
+    ) -> Result<Response<MemberListResponse>, Status> {
+        Ok(Response::new(MemberListResponse {
+            header: Some(self.header()),
+            members: self.members(),
+        }))
+    }
+
+    async fn member_add(
+        &self,
+        request: Request<MemberAddRequest>,
+    ) -> Result<Response<MemberAddResponse>, Status> {
+        let request = request.into_inner();
+        Self::validate_id(request.id)?;
+        if request.address.is_empty() || request.address.parse::<std::net::SocketAddr>().is_err() {
+            return Err(zaris_proto::invalid_argument(format!(
+                "member address {:?} is not host:port",
+                request.address
+            )));
+        }
+        if self.members().iter().any(|m| m.id == request.id) {
+            return Err(ErrorDetail::new(
+                ErrorCode::MemberExists,
+                Outcome::Definite,
+                format!("member {} already exists", request.id),
+            )
+            .into_status());
+        }
+        self.settle().await?;
+        let raft = self.0.proposer.raft();
+        // A learner first: it catches up without counting toward the quorum.
+        raft.add_learner(request.id, BasicNode::new(&request.address), true)
+            .await
+            .map_err(|e| self.membership_error(e))?;
+        if request.promote {
+            self.settle().await?;
+            raft.change_membership(
+                ChangeMembers::AddVoterIds(BTreeSet::from([request.id])),
+                false,
+            )
+            .await
+            .map_err(|e| self.membership_error(e))?;
+        }
+        self.settle().await?;
+        Ok(Response::new(MemberAddResponse {
+            header: Some(self.header()),
+            members: self.members(),
+        }))
+    }
+
+    async fn member_promote(
+        &self,
+        request: Request<MemberPromoteRequest>,
+    ) -> Result<Response<MemberPromoteResponse>, Status> {
+        let id = request.into_inner().id;
+        Self::validate_id(id)?;
+        self.settle().await?;
+        self.0
+            .proposer
+            .raft()
+            .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false)
+            .await
+            .map_err(|e| self.membership_error(e))?;
+        self.settle().await?;
+        Ok(Response::new(MemberPromoteResponse {
+            header: Some(self.header()),
+            members: self.members(),
+        }))
+    }
+
+    async fn member_remove(
+        &self,
+        request: Request<MemberRemoveRequest>,
+    ) -> Result<Response<MemberRemoveResponse>, Status> {
+        let id = request.into_inner().id;
+        Self::validate_id(id)?;
+        let member = self
+            .members()
+            .into_iter()
+            .find(|m| m.id == id)
+            .ok_or_else(|| {
+                ErrorDetail::new(
+                    ErrorCode::MemberNotFound,
+                    Outcome::Definite,
+                    format!("member {id} not found"),
+                )
+                .into_status()
+            })?;
+        let raft = self.0.proposer.raft();
+        if id == self.0.node_id && raft.is_leader() {
+            return Err(self.hand_over_leadership().await);
+        }
+        let ids = BTreeSet::from([id]);
+        let change = if member.kind == MemberKind::Voter as i32 {
+            ChangeMembers::RemoveVoters(ids)
+        } else {
+            ChangeMembers::RemoveNodes(ids)
+        };
+        self.settle().await?;
+        raft.change_membership(change, false)
+            .await
+            .map_err(|e| self.membership_error(e))?;
+        self.settle().await?;
+        Ok(Response::new(MemberRemoveResponse {
+            header: Some(self.header()),
+            members: self.members(),
+        }))
+    }
+}

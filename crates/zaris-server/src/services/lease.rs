@@ -1,0 +1,171 @@
+//! Grant, Revoke, KeepAlive (group-committed), TimeToLive, Leases.
+
+use std::pin::Pin;
+
+use futures::Stream;
+use tokio::sync::mpsc;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+use tracing::debug;
+use zaris_proto::v1::lease_server::Lease;
+use zaris_proto::v1::{
+    LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest, LeaseKeepAliveResponse,
+    LeaseListRequest, LeaseListResponse, LeaseRenewed, LeaseRevokeRequest, LeaseRevokeResponse,
+    LeaseTimeToLiveRequest, LeaseTimeToLiveResponse,
+};
+
+use super::NodeContext;
+use crate::config::{MAX_LEASE_KEYS_LISTED, MAX_LEASE_LIST};
+use crate::convert;
+
+#[derive(Clone, Debug)]
+pub struct LeaseService(pub NodeContext);
+
+/// Responses buffered per keepalive stream; a client that stops reading stalls only itself.
+const KEEPALIVE_BUFFER: usize = 16;
+
+type KeepAliveStream =
+    Pin<Box<dyn Stream<Item = Result<LeaseKeepAliveResponse, Status>> + Send + 'static>>;
+
+impl LeaseService {
+    async fn keepalive_one(
+        context: &NodeContext,
+        request: LeaseKeepAliveRequest,
+    ) -> Result<LeaseKeepAliveResponse, Status> {
+        let ids = convert::keepalive_ids(&request, &context.limits)?;
+        if ids.is_empty() {
+            let revision = context.state.read(|d| d.state.last_applied());
+            return Ok(LeaseKeepAliveResponse {
+                header: Some(context.proposer.header(revision)),
+                seq: request.seq,
+                ..LeaseKeepAliveResponse::default()
+            });
+        }
+        let renewal = context.renewals.renew(ids).await?;
+        Ok(LeaseKeepAliveResponse {
+            header: Some(context.proposer.header(renewal.revision)),
+            seq: request.seq,
+            renewed: renewal
+                .renewed
+                .into_iter()
+                .map(|(id, ttl_ms)| LeaseRenewed { id, ttl_ms })
+                .collect(),
+            not_found: renewal.not_found,
+        })
+    }
+}
+
+#[tonic::async_trait]
+impl Lease for LeaseService {
+    async fn grant(
+        &self,
+        request: Request<LeaseGrantRequest>,
+    ) -> Result<Response<LeaseGrantResponse>, Status> {
+        let request = convert::grant_request(request.into_inner(), &self.0.limits)?;
+        let reply = self.0.proposer.propose(request).await?;
+        let header = self.0.proposer.header(reply.revision);
+        Ok(Response::new(convert::grant_response(
+            header,
+            reply.response,
+        )?))
+    }
+
+    async fn revoke(
+        &self,
+        request: Request<LeaseRevokeRequest>,
+    ) -> Result<Response<LeaseRevokeResponse>, Status> {
+        let request = convert::revoke_request(request.into_inner(), &self.0.limits)?;
+        let reply = self.0.proposer.propose(request).await?;
+        let header = self.0.proposer.header(reply.revision);
+        Ok(Response::new(convert::revoke_response(
+            header,
+            reply.response,
+        )?))
+    }
+
+    type KeepAliveStream = KeepAliveStream;
+
+    /// One response per request, in order, each sent after its renewal applied. The stream ends
+    /// with the first error (e.g. NOT_LEADER): the client reopens it at the leader.
+    async fn keep_alive(
+        &self,
+        request: Request<Streaming<LeaseKeepAliveRequest>>,
+    ) -> Result<Response<Self::KeepAliveStream>, Status> {
+        let mut incoming = request.into_inner();
+        let (tx, rx) = mpsc::channel(KEEPALIVE_BUFFER);
+        let context = self.0.clone();
+        // Ends when the client closes its side, on the first error, or when the node stops
+        // serving (the server drops the stream and with it `incoming`).
+        let shutdown = self.0.shutdown.clone();
+        self.0.tasks.spawn(async move {
+            loop {
+                let message = tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    message = incoming.next() => match message {
+                        Some(message) => message,
+                        None => break,
+                    },
+                };
+                let answer = match message {
+                    Ok(request) => Self::keepalive_one(&context, request).await,
+                    Err(status) => Err(status),
+                };
+                let failed = answer.is_err();
+                if tx.send(answer).await.is_err() || failed {
+                    break;
+                }
+            }
+            debug!(node_id = context.node_id, "keepalive stream ended");
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn time_to_live(
+        &self,
+        request: Request<LeaseTimeToLiveRequest>,
+    ) -> Result<Response<LeaseTimeToLiveResponse>, Status> {
+        let request = request.into_inner();
+        // Remaining TTL is the leader's view: only its lessor decides expiry.
+        self.0.proposer.linearizable().await?;
+        let (info, revision) = self.0.state.read(|d| {
+            (
+                d.state.lease(request.id, request.keys),
+                d.state.last_applied(),
+            )
+        });
+        let remaining = self.0.remaining_ms(request.id);
+        Ok(Response::new(convert::lease_ttl_response(
+            self.0.proposer.header(revision),
+            info,
+            remaining,
+            MAX_LEASE_KEYS_LISTED,
+        )))
+    }
+
+    async fn leases(
+        &self,
+        request: Request<LeaseListRequest>,
+    ) -> Result<Response<LeaseListResponse>, Status> {
+        let request = request.into_inner();
+        let limit = convert::page_size(request.limit, MAX_LEASE_LIST as u64, "max_lease_list")?;
+        self.0.proposer.linearizable().await?;
+        let (mut leases, revision) = self.0.state.read(|d| {
+            (
+                d.state.leases(request.after_id, limit as usize + 1),
+                d.state.last_applied(),
+            )
+        });
+        let more = leases.len() > limit as usize;
+        leases.truncate(limit as usize);
+        let summaries = leases
+            .iter()
+            .map(|info| convert::lease_summary(info, self.0.remaining_ms(info.id)))
+            .collect();
+        Ok(Response::new(LeaseListResponse {
+            header: Some(self.0.proposer.header(revision)),
+            leases: summaries,
+            more,
+        }))
+    }
+}

@@ -1,0 +1,69 @@
+//! The client-facing gRPC services. Each handler validates before proposing, proposes through the
+//! [`Proposer`] (which redirects followers' callers to the leader), and converts the result.
+
+mod cluster;
+mod kv;
+mod lease;
+mod lock;
+pub mod raft;
+
+use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use zaris_core::{Command, Lessor, Limits};
+use zaris_raft::StateHandle;
+
+use crate::clock::Clock;
+use crate::locks::LockWaiters;
+use crate::propose::Proposer;
+use crate::renew::RenewBatcher;
+
+pub use cluster::ClusterService;
+pub use kv::KvService;
+pub use lease::LeaseService;
+pub use lock::LockService;
+
+/// What every service needs of the node.
+#[derive(Clone, Debug)]
+pub struct NodeContext {
+    pub node_id: u64,
+    pub proposer: Proposer,
+    pub state: StateHandle,
+    pub lessor: Arc<Mutex<Lessor>>,
+    pub clock: Arc<dyn Clock>,
+    pub waiters: Arc<LockWaiters>,
+    pub renewals: RenewBatcher,
+    pub limits: Limits,
+    /// Tasks a handler starts (stream pumps) are tracked and stop with the node.
+    pub tasks: TaskTracker,
+    pub shutdown: CancellationToken,
+}
+
+impl NodeContext {
+    /// Milliseconds until this node's lessor considers the lease overdue.
+    pub fn remaining_ms(&self, id: zaris_core::LeaseId) -> u64 {
+        let now_ms = self.clock.now_ms();
+        self.lessor
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remaining_ms(now_ms, id)
+            .unwrap_or(0)
+    }
+}
+
+/// A short, bounded label for metrics.
+pub fn command_name(command: &Command) -> &'static str {
+    match command {
+        Command::Grant { .. } => "grant",
+        Command::Renew { .. } => "renew",
+        Command::Revoke { .. } => "revoke",
+        Command::Expire { .. } => "expire",
+        Command::Put { .. } => "put",
+        Command::Delete { .. } => "delete",
+        Command::Txn(_) => "txn",
+        Command::LockAcquire { .. } => "lock",
+        Command::LockRelease { .. } => "unlock",
+        Command::LockCancel { .. } => "lock_cancel",
+    }
+}

@@ -1,0 +1,204 @@
+//! A test cluster: nodes on 127.0.0.1 with OS-chosen ports, fast timings, and helpers that wait on
+//! conditions (never fixed sleeps).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use openraft::ServerState;
+use openraft::async_runtime::WatchReceiver;
+use tokio::net::TcpListener;
+use zaris_client::{Client, ClientOptions};
+use zaris_server::{MonotonicClock, Node, NodeConfig, NodeHandle};
+
+/// Fast timings so tests run quickly; the invariants do not depend on them.
+pub const ELECTION_TIMEOUT_MS: u64 = 600;
+pub const HEARTBEAT_MS: u64 = 60;
+pub const MIN_TTL_MS: u64 = 1_000;
+
+pub struct TestCluster {
+    pub nodes: BTreeMap<u64, Option<NodeHandle>>,
+    pub addrs: BTreeMap<u64, SocketAddr>,
+    dir: tempfile::TempDir,
+}
+
+pub fn config(id: u64, data_dir: std::path::PathBuf) -> NodeConfig {
+    let mut config = NodeConfig::new(id, data_dir);
+    config.election_timeout_ms = ELECTION_TIMEOUT_MS;
+    config.heartbeat_ms = HEARTBEAT_MS;
+    config.limits.min_ttl_ms = MIN_TTL_MS;
+    config.request_timeout_ms = 3_000;
+    config.lessor.retry_after_ms = 300;
+    config
+}
+
+/// Polls `check` until it returns `Some`, or panics with `what` after `timeout`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+impl TestCluster {
+    /// Starts `size` nodes that bootstrap together from their initial member list.
+    pub async fn start(size: u64) -> TestCluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut listeners = BTreeMap::new();
+        for id in 1..=size {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            listeners.insert(id, listener);
+        }
+        let addrs: BTreeMap<u64, SocketAddr> = listeners
+            .iter()
+            .map(|(id, l)| (*id, l.local_addr().expect("addr")))
+            .collect();
+        let mut cluster = TestCluster {
+            nodes: BTreeMap::new(),
+            addrs,
+            dir,
+        };
+        for (id, listener) in listeners {
+            let node = cluster.start_node(id, listener, false).await;
+            cluster.nodes.insert(id, Some(node));
+        }
+        cluster
+    }
+
+    fn initial_cluster(&self) -> BTreeMap<u64, String> {
+        self.addrs
+            .iter()
+            .map(|(id, addr)| (*id, addr.to_string()))
+            .collect()
+    }
+
+    pub fn data_dir(&self, id: u64) -> std::path::PathBuf {
+        self.dir.path().join(format!("node-{id}"))
+    }
+
+    async fn start_node(&self, id: u64, listener: TcpListener, join: bool) -> NodeHandle {
+        let mut config = config(id, self.data_dir(id));
+        if join {
+            config.join = true;
+        } else {
+            config.initial_cluster = self.initial_cluster();
+        }
+        Node::start_with_listener(config, listener, Arc::new(MonotonicClock::default()))
+            .await
+            .expect("node starts")
+    }
+
+    /// Starts a new, empty node that waits to be added (`member add`).
+    pub async fn start_joiner(&mut self, id: u64) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        self.addrs.insert(id, addr);
+        let node = self.start_node(id, listener, true).await;
+        self.nodes.insert(id, Some(node));
+        addr
+    }
+
+    pub fn node(&self, id: u64) -> &NodeHandle {
+        self.nodes
+            .get(&id)
+            .and_then(Option::as_ref)
+            .unwrap_or_else(|| panic!("node {id} is not running"))
+    }
+
+    pub fn running(&self) -> Vec<u64> {
+        self.nodes
+            .iter()
+            .filter(|(_, n)| n.is_some())
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// Waits until a running node leads and every running voter agrees on it.
+    pub async fn leader(&self) -> u64 {
+        eventually("a Raft leader", Duration::from_secs(15), || async {
+            let mut leader = None;
+            for id in self.running() {
+                let metrics = self.node(id).raft().metrics().borrow_watched().clone();
+                if metrics.state == ServerState::Leader {
+                    leader = Some(id);
+                }
+            }
+            let leader = leader?;
+            let agreed = self.running().into_iter().all(|id| {
+                self.node(id)
+                    .raft()
+                    .metrics()
+                    .borrow_watched()
+                    .current_leader
+                    == Some(leader)
+            });
+            agreed.then_some(leader)
+        })
+        .await
+    }
+
+    pub fn followers(&self, leader: u64) -> Vec<u64> {
+        self.running()
+            .into_iter()
+            .filter(|id| *id != leader)
+            .collect()
+    }
+
+    /// Stops a node (its tasks and Raft); its data dir stays.
+    pub async fn stop(&mut self, id: u64) {
+        if let Some(node) = self.nodes.get_mut(&id).and_then(Option::take) {
+            node.shutdown().await;
+        }
+    }
+
+    /// Restarts a stopped node from its data dir, on its old address.
+    pub async fn restart(&mut self, id: u64) {
+        let addr = self.addrs[&id];
+        let listener = eventually(
+            "the old port to be free",
+            Duration::from_secs(10),
+            || async { TcpListener::bind(addr).await.ok() },
+        )
+        .await;
+        let node = self.start_node(id, listener, false).await;
+        self.nodes.insert(id, Some(node));
+    }
+
+    /// A client that knows only the given nodes.
+    pub async fn client(&self, ids: &[u64]) -> Client {
+        let endpoints: Vec<String> = ids.iter().map(|id| self.addrs[id].to_string()).collect();
+        let options = ClientOptions::default()
+            .with_request_timeout(Duration::from_secs(3))
+            .with_retry_deadline(Duration::from_secs(15));
+        Client::connect_with(endpoints, options)
+            .await
+            .expect("client")
+    }
+
+    /// Waits until every running node has applied at least `index`.
+    pub async fn wait_applied(&self, index: u64) {
+        eventually("all nodes to apply", Duration::from_secs(15), || async {
+            self.running()
+                .into_iter()
+                .all(|id| self.node(id).state().read(|d| d.state.last_applied()) >= index)
+                .then_some(())
+        })
+        .await
+    }
+
+    pub async fn shutdown(mut self) {
+        for id in self.running() {
+            self.stop(id).await;
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! Redirects, leader loss, restarts, and what a minority can (not) do.
+
+use std::time::Duration;
+
+use zaris_client::{PutOptions, RangeOptions};
+use zaris_proto::v1::{LockResult, PutResult};
+
+use crate::cluster::TestCluster;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_sent_to_a_follower_succeed_through_the_redirect() {
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.leader().await;
+    let follower = cluster.followers(leader)[0];
+    let client = cluster.client(&[follower]).await;
+    let lease = client
+        .grant(Duration::from_secs(30))
+        .await
+        .expect("grant via follower");
+    let put = client
+        .put(
+            "job/1",
+            "owner",
+            PutOptions {
+                lease: Some(lease.id),
+                ..PutOptions::default()
+            },
+        )
+        .await
+        .expect("put via follower");
+    assert_eq!(put.result, PutResult::Ok as i32);
+    let kv = client.get("job/1").await.expect("get").expect("key exists");
+    assert_eq!((kv.value.as_slice(), kv.lease), (&b"owner"[..], lease.id));
+    assert_eq!(
+        client.cached_raft_leader(),
+        Some(cluster.addrs[&leader].to_string()),
+        "the client learned the leader from the redirect"
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_keys_and_locks_survive_losing_the_leader() {
+    let mut cluster = TestCluster::start(3).await;
+    let leader = cluster.leader().await;
+    let client = cluster.client(&[1, 2, 3]).await;
+    let lease = client.grant(Duration::from_secs(5)).await.expect("grant");
+    let bound = PutOptions {
+        lease: Some(lease.id),
+        ..PutOptions::default()
+    };
+    client.put("presence/a", "up", bound).await.expect("put");
+    let lock = client
+        .lock("jobs", lease.id, false, Duration::ZERO)
+        .await
+        .expect("lock");
+    assert_eq!(lock.result, LockResult::Held as i32);
+    // Renewed just before the leader goes away.
+    let renewed = client.keep_alive_once([lease.id]).await.expect("renew");
+    assert_eq!(renewed.renewed.len(), 1);
+
+    cluster.stop(leader).await;
+    let new_leader = cluster.leader().await;
+    assert_ne!(new_leader, leader);
+    let survivor = cluster.client(&cluster.running()).await;
+    let ttl = survivor.time_to_live(lease.id, true).await.expect("ttl");
+    assert!(ttl.found, "the lease survived the failover");
+    assert_eq!(ttl.bound_keys, vec![b"presence/a".to_vec()]);
+    assert_eq!(ttl.locks_held, vec!["jobs".to_string()]);
+    // The new leader extended the lease: it has at least what was left, minus the time taken.
+    assert!(ttl.remaining_ttl_ms > 0);
+    let status = survivor.lock_status("jobs").await.expect("lock status");
+    assert_eq!((status.holder_lease, status.token), (lease.id, lock.token));
+    let renewed = survivor
+        .keep_alive_once([lease.id])
+        .await
+        .expect("renew after failover");
+    assert_eq!(renewed.renewed.len(), 1);
+    println!("failover: node {leader} stopped, node {new_leader} took over with the lease intact");
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_node_catches_up_from_its_data_dir() {
+    let mut cluster = TestCluster::start(3).await;
+    let leader = cluster.leader().await;
+    let lagging = cluster.followers(leader)[0];
+    cluster.stop(lagging).await;
+    let client = cluster.client(&cluster.running()).await;
+    let mut last = 0;
+    for i in 0..20 {
+        let put = client
+            .put(format!("k{i}"), "v", PutOptions::default())
+            .await
+            .expect("put");
+        last = put.header.map_or(0, |h| h.revision);
+    }
+    cluster.restart(lagging).await;
+    cluster.wait_applied(last).await;
+    let keys = cluster.node(lagging).state().read(|d| d.state.key_count());
+    assert_eq!(keys, 20);
+    // And it serves stale reads from what it caught up to.
+    let local = cluster.client(&[lagging]).await;
+    let read = local
+        .range(
+            "k",
+            RangeOptions {
+                prefix: true,
+                serializable: true,
+                ..RangeOptions::default()
+            },
+        )
+        .await
+        .expect("serializable read");
+    assert_eq!(read.count, 20);
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_nodes_with_two_down_still_serve() {
+    let mut cluster = TestCluster::start(5).await;
+    let leader = cluster.leader().await;
+    let client = cluster.client(&cluster.running()).await;
+    let lease = client.grant(Duration::from_secs(10)).await.expect("grant");
+    let put = client
+        .put(
+            "k",
+            "v",
+            PutOptions {
+                lease: Some(lease.id),
+                ..PutOptions::default()
+            },
+        )
+        .await
+        .expect("put");
+    assert_eq!(put.result, PutResult::Ok as i32);
+    // Two of five down, the leader among them: three remain, still a majority.
+    let follower = cluster.followers(leader)[0];
+    cluster.stop(follower).await;
+    cluster.stop(leader).await;
+    cluster.leader().await;
+    let client = cluster.client(&cluster.running()).await;
+    assert!(client.get("k").await.expect("get").is_some());
+    let put = client
+        .put("k2", "v", PutOptions::default())
+        .await
+        .expect("put with two down");
+    assert_eq!(put.result, PutResult::Ok as i32);
+    assert!(
+        client
+            .time_to_live(lease.id, false)
+            .await
+            .expect("ttl")
+            .found
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_minority_cannot_acknowledge_anything() {
+    let mut cluster = TestCluster::start(3).await;
+    let leader = cluster.leader().await;
+    let client = cluster.client(&[leader]).await;
+    client
+        .put("before", "1", PutOptions::default())
+        .await
+        .expect("put");
+    for id in cluster.followers(leader) {
+        cluster.stop(id).await;
+    }
+    let lone = cluster.client(&[leader]).await;
+    let attempt = tokio::time::timeout(
+        Duration::from_secs(30),
+        lone.put("after", "1", PutOptions::default()),
+    )
+    .await
+    .expect("the client gives up within its deadline");
+    let error = attempt.expect_err("a lone node must not acknowledge a write");
+    println!("minority write failed as it must: {error}");
+    let state_has_it = cluster
+        .node(leader)
+        .state()
+        .read(|d| d.state.get(b"after").is_some());
+    assert!(!state_has_it, "nothing was applied without a majority");
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_from_many_clients_share_entries() {
+    let cluster = TestCluster::start(3).await;
+    cluster.leader().await;
+    let client = cluster.client(&[1, 2, 3]).await;
+    let mut leases = Vec::new();
+    for _ in 0..64 {
+        leases.push(
+            client
+                .grant(Duration::from_secs(30))
+                .await
+                .expect("grant")
+                .id,
+        );
+    }
+    let renewals = leases.iter().map(|id| {
+        let client = client.clone();
+        let id = *id;
+        async move { client.keep_alive_once([id]).await }
+    });
+    let results = futures::future::join_all(renewals).await;
+    let mut revisions: Vec<u64> = results
+        .into_iter()
+        .map(|r| r.expect("renew").header.map_or(0, |h| h.revision))
+        .collect();
+    revisions.sort_unstable();
+    revisions.dedup();
+    println!(
+        "64 concurrent renewals committed in {} entries",
+        revisions.len()
+    );
+    assert!(
+        revisions.len() < 64,
+        "concurrent renewals were not group-committed"
+    );
+    cluster.shutdown().await;
+}

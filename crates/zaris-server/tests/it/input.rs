@@ -1,0 +1,73 @@
+//! Bad input: clear typed errors, no crash, nothing lost.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use zaris_client::PutOptions;
+use zaris_proto::v1::{ErrorCode, PutResult};
+
+use crate::cluster::{MIN_TTL_MS, TestCluster};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_clear_errors_and_the_cluster_keeps_serving() {
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.leader().await;
+    let client = cluster.client(&[1, 2, 3]).await;
+    client
+        .put("keep", "me", PutOptions::default())
+        .await
+        .expect("put");
+
+    let huge_key = vec![b'k'; 5_000];
+    let error = client
+        .put(huge_key, "v", PutOptions::default())
+        .await
+        .expect_err("oversized key");
+    assert_eq!(error.code(), Some(tonic::Code::ResourceExhausted));
+    assert_eq!(error.error_code(), Some(ErrorCode::LimitExceeded));
+    assert!(error.to_string().contains("max_key_bytes"), "{error}");
+    assert!(error.is_definite());
+
+    let error = client
+        .grant(Duration::from_millis(MIN_TTL_MS - 1))
+        .await
+        .expect_err("TTL below the minimum");
+    assert_eq!(error.code(), Some(tonic::Code::InvalidArgument));
+    assert_eq!(error.error_code(), Some(ErrorCode::TtlOutOfRange));
+
+    let put = client
+        .put(
+            "k",
+            "v",
+            PutOptions {
+                lease: Some(424_242),
+                ..PutOptions::default()
+            },
+        )
+        .await
+        .expect("a put with an unknown lease is answered");
+    assert_eq!(put.result, PutResult::LeaseNotFound as i32);
+
+    // Garbage on the port: the connection is refused, the node keeps running.
+    let mut socket = tokio::net::TcpStream::connect(cluster.addrs[&leader])
+        .await
+        .expect("connect");
+    socket
+        .write_all(b"\x16\x03\x01 this is not HTTP/2 \x00\xff\xfe garbage\r\n\r\n")
+        .await
+        .expect("write");
+    let mut sink = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), socket.read_to_end(&mut sink)).await;
+
+    let kv = client
+        .get("keep")
+        .await
+        .expect("get")
+        .expect("nothing lost");
+    assert_eq!(kv.value, b"me");
+    client
+        .put("after", "garbage", PutOptions::default())
+        .await
+        .expect("still serving");
+    cluster.shutdown().await;
+}

@@ -1,0 +1,8 @@
+//! zaris-server's integration tests: real nodes (real Raft, sled, gRPC) on 127.0.0.1 with ports
+//! chosen by the OS, in this process. Tests that need `kill -9` run the binary (crates/zaris).
+
+mod cluster;
+mod failover;
+mod input;
+mod leases;
+mod membership;
