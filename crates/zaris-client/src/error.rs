@@ -258,6 +258,7 @@ impl fmt::Display for RpcError {
         write!(f, "{}: ", self.endpoint)?;
         match &self.detail {
             Some(detail) if !detail.message.is_empty() => f.write_str(&detail.message)?,
+            _ if self.message.is_empty() => f.write_str(self.code.description())?,
             _ => f.write_str(&self.message)?,
         }
         // A transport error's status message is generic ("tcp connect error"): add its cause.
@@ -334,6 +335,12 @@ mod tests {
         );
         assert!(text.contains("ERROR_CODE_NO_LEADER"), "{text}");
         assert!(text.contains("definite: not applied"), "{text}");
+        let err = RpcError::from_status(&Status::unimplemented(""), "h:1");
+        assert!(
+            err.to_string()
+                .starts_with("h:1: Operation is not implemented"),
+            "{err}"
+        );
         let err = RpcError::timed_out(Duration::from_secs(1), "h:1");
         assert!(err.to_string().contains("indeterminate"), "{err}");
     }

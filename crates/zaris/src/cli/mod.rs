@@ -1,0 +1,718 @@
+//! The client subcommands of `zaris` (everything but `serve`): thin wrappers over
+//! [`zaris_client::Client`] that print either aligned text or, with `-o json`, exactly one JSON
+//! object per line.
+//!
+//! Exit status: `run` returns an error (one line, for `main` to print) when the call failed or
+//! when the cluster answered with a domain failure (lease not found, guard failed, ...); in JSON
+//! mode the answer's JSON object is printed first.
+
+mod duration;
+mod output;
+
+use std::time::Duration;
+
+use anyhow::{Result, anyhow, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+use zaris_client::proto::{DeleteResult, PutResult, RevokeResult};
+use zaris_client::{
+    Client, ClientOptions, DEFAULT_REQUEST_TIMEOUT, DeleteOptions, PutOptions, RangeOptions,
+};
+
+use self::duration::{format_ms, parse_duration};
+use self::output as out;
+
+/// Options shared by every client subcommand.
+#[derive(Args, Debug)]
+pub struct GlobalOpts {
+    /// Cluster members to contact (host:port), comma separated; the client finds the Raft leader
+    /// among them.
+    #[arg(
+        long,
+        global = true,
+        env = "ZARIS_ENDPOINTS",
+        value_delimiter = ',',
+        default_value = "127.0.0.1:7001",
+        value_name = "HOST:PORT,..."
+    )]
+    pub endpoints: Vec<String>,
+    /// Output format: aligned text, or one JSON object per line.
+    #[arg(
+        short = 'o',
+        long,
+        global = true,
+        value_enum,
+        default_value_t = OutputFormat::Table
+    )]
+    pub output: OutputFormat,
+    /// Give up on a request after this long, retries and redirects included (e.g. 500ms, 5s, 2m).
+    #[arg(
+        long,
+        global = true,
+        value_parser = parse_duration,
+        default_value = "10s",
+        value_name = "DURATION"
+    )]
+    pub timeout: Duration,
+}
+
+/// How client subcommands print their results.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// Human-readable text and tables.
+    Table,
+    /// Exactly one JSON object per line.
+    Json,
+}
+
+/// The client subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Show the answering member's view: role, Raft leader, term, indexes, members.
+    #[command(after_help = "Example: zaris status --endpoints 127.0.0.1:7001 -o json")]
+    Status,
+    /// List, add, promote or remove cluster members.
+    #[command(subcommand, after_help = "Example: zaris member list")]
+    Member(MemberCmd),
+    /// Grant, renew, inspect, list or revoke leases.
+    #[command(subcommand, after_help = "Example: zaris lease grant --ttl 10s")]
+    Lease(LeaseCmd),
+    /// Write a key, optionally bound to a lease.
+    #[command(after_help = "Example: zaris put service/api 10.0.0.5:8080 --lease 7")]
+    Put {
+        /// The key.
+        key: String,
+        /// The value.
+        value: String,
+        /// Bind the key to this lease: it is deleted when the lease ends.
+        #[arg(long, value_name = "ID", value_parser = clap::value_parser!(u64).range(1..))]
+        lease: Option<u64>,
+        /// Also print the value the key had before.
+        #[arg(long)]
+        prev_kv: bool,
+    },
+    /// Read a key, or every key under a prefix (exits 1 if a single key does not exist).
+    #[command(after_help = "Example: zaris get service/ --prefix --limit 100")]
+    Get {
+        /// The key, or the prefix with --prefix ("" --prefix reads every key).
+        key: String,
+        /// Read every key starting with KEY.
+        #[arg(long)]
+        prefix: bool,
+        /// Return at most N keys (default: the server's page size).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        limit: Option<u64>,
+    },
+    /// Delete a key, or every key under a prefix.
+    #[command(after_help = "Example: zaris del service/ --prefix")]
+    Del {
+        /// The key, or the prefix with --prefix.
+        key: String,
+        /// Delete every key starting with KEY.
+        #[arg(long)]
+        prefix: bool,
+    },
+}
+
+/// `zaris member ...`
+#[derive(Subcommand, Debug)]
+pub enum MemberCmd {
+    /// List the members of the committed membership.
+    #[command(after_help = "Example: zaris member list")]
+    List,
+    /// Add a node; unless --learner, wait for it to catch up and promote it to voter.
+    #[command(after_help = "Example: zaris member add 4 127.0.0.1:7004 --timeout 2m")]
+    Add {
+        /// Node id of the new member (non-zero, never used before).
+        #[arg(value_parser = clap::value_parser!(u64).range(1..))]
+        id: u64,
+        /// The new member's address (host:port) for clients and peers.
+        address: String,
+        /// Leave it a learner (non-voting); promote later with `zaris member promote`.
+        #[arg(long)]
+        learner: bool,
+    },
+    /// Promote a learner to voter.
+    #[command(after_help = "Example: zaris member promote 4")]
+    Promote {
+        /// Node id of the learner.
+        #[arg(value_parser = clap::value_parser!(u64).range(1..))]
+        id: u64,
+    },
+    /// Remove a member (learner or voter).
+    #[command(after_help = "Example: zaris member remove 4")]
+    Remove {
+        /// Node id of the member.
+        #[arg(value_parser = clap::value_parser!(u64).range(1..))]
+        id: u64,
+    },
+}
+
+/// `zaris lease ...`
+#[derive(Subcommand, Debug)]
+pub enum LeaseCmd {
+    /// Grant a lease and print its id.
+    #[command(after_help = "Example: zaris lease grant --ttl 10s")]
+    Grant {
+        /// Time to live (e.g. 5s, 1500ms, 2m); must lie within the cluster's TTL bounds.
+        #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+        ttl: Duration,
+        /// Ask for this lease id instead of letting the server choose.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        id: Option<u64>,
+    },
+    /// Keep a lease alive: renew it every TTL/3 until Ctrl-C (or once, with --once).
+    #[command(after_help = "Example: zaris lease keepalive 7 --once")]
+    Keepalive {
+        /// The lease id.
+        #[arg(value_parser = clap::value_parser!(u64).range(1..))]
+        id: u64,
+        /// Renew once and exit.
+        #[arg(long)]
+        once: bool,
+    },
+    /// Revoke a lease now: its keys are deleted and its locks released.
+    #[command(after_help = "Example: zaris lease revoke 7")]
+    Revoke {
+        /// The lease id.
+        #[arg(value_parser = clap::value_parser!(u64).range(1..))]
+        id: u64,
+    },
+    /// Describe a lease: TTL, time remaining, locks, and (with --keys) its keys.
+    #[command(after_help = "Example: zaris lease ttl 7 --keys")]
+    Ttl {
+        /// The lease id.
+        #[arg(value_parser = clap::value_parser!(u64).range(1..))]
+        id: u64,
+        /// Also list the keys bound to the lease.
+        #[arg(long)]
+        keys: bool,
+    },
+    /// List every lease.
+    #[command(after_help = "Example: zaris lease list -o json")]
+    List,
+}
+
+/// Runs one client subcommand. The error, if any, is one line meant to be printed after
+/// "error: ".
+pub async fn run(global: GlobalOpts, command: Command) -> Result<()> {
+    // Adding a member with promotion waits for the learner to catch up: one attempt may take
+    // the whole budget. Everything else retries elsewhere after at most the default limit.
+    let long_call = matches!(
+        command,
+        Command::Member(MemberCmd::Add { learner: false, .. })
+    );
+    let request_timeout = if long_call {
+        global.timeout
+    } else {
+        global.timeout.min(DEFAULT_REQUEST_TIMEOUT)
+    };
+    let options = ClientOptions::default()
+        .with_request_timeout(request_timeout)
+        .with_retry_deadline(global.timeout);
+    let client = Client::connect_with(global.endpoints.iter().map(String::as_str), options)
+        .await
+        .map_err(|err| anyhow!("{err}"))?;
+    let cli = Cli {
+        client,
+        format: global.output,
+    };
+    match command {
+        Command::Status => cli.status().await,
+        Command::Member(cmd) => cli.member(cmd).await,
+        Command::Lease(cmd) => cli.lease(cmd).await,
+        Command::Put {
+            key,
+            value,
+            lease,
+            prev_kv,
+        } => cli.put(key, value, lease, prev_kv).await,
+        Command::Get { key, prefix, limit } => cli.get(key, prefix, limit).await,
+        Command::Del { key, prefix } => cli.del(key, prefix).await,
+    }
+}
+
+/// A connected client and the output format.
+struct Cli {
+    client: Client,
+    format: OutputFormat,
+}
+
+impl Cli {
+    /// Prints `json` (JSON mode) or the text `human` builds (table mode).
+    fn emit(&self, json: &Value, human: impl FnOnce() -> String) {
+        match self.format {
+            OutputFormat::Json => println!("{json}"),
+            OutputFormat::Table => println!("{}", human()),
+        }
+    }
+
+    /// Turns a client error into the one-line message `main` prints.
+    fn fail(&self, err: &zaris_client::Error) -> anyhow::Error {
+        anyhow!("{}", out::describe_error(err, &self.client.endpoints()))
+    }
+
+    async fn status(&self) -> Result<()> {
+        let status = self.client.status().await.map_err(|e| self.fail(&e))?;
+        self.emit(&out::status_json(&status), || out::status_text(&status));
+        Ok(())
+    }
+
+    async fn member(&self, cmd: MemberCmd) -> Result<()> {
+        match cmd {
+            MemberCmd::List => {
+                let list = self.client.member_list().await.map_err(|e| self.fail(&e))?;
+                self.emit(&out::members_json(&list.members), || {
+                    out::members_table(&list.members, 0)
+                });
+            }
+            MemberCmd::Add {
+                id,
+                address,
+                learner,
+            } => {
+                let added = self
+                    .client
+                    .member_add(id, address.clone(), !learner)
+                    .await
+                    .map_err(|e| self.fail(&e))?;
+                let role = if learner { "learner" } else { "voter" };
+                self.emit(&out::members_json(&added.members), || {
+                    format!(
+                        "added member {id} at {address} as {role}\n\n{}",
+                        out::members_table(&added.members, 0)
+                    )
+                });
+            }
+            MemberCmd::Promote { id } => {
+                let promoted = self
+                    .client
+                    .member_promote(id)
+                    .await
+                    .map_err(|e| self.fail(&e))?;
+                self.emit(&out::members_json(&promoted.members), || {
+                    format!(
+                        "member {id} is a voter\n\n{}",
+                        out::members_table(&promoted.members, 0)
+                    )
+                });
+            }
+            MemberCmd::Remove { id } => {
+                let removed = self
+                    .client
+                    .member_remove(id)
+                    .await
+                    .map_err(|e| self.fail(&e))?;
+                self.emit(&out::members_json(&removed.members), || {
+                    format!(
+                        "removed member {id}\n\n{}",
+                        out::members_table(&removed.members, 0)
+                    )
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn lease(&self, cmd: LeaseCmd) -> Result<()> {
+        match cmd {
+            LeaseCmd::Grant { ttl, id } => self.lease_grant(ttl, id).await,
+            LeaseCmd::Keepalive { id, once: true } => self.lease_keepalive_once(id).await,
+            LeaseCmd::Keepalive { id, once: false } => self.lease_keepalive_loop(id).await,
+            LeaseCmd::Revoke { id } => self.lease_revoke(id).await,
+            LeaseCmd::Ttl { id, keys } => self.lease_ttl(id, keys).await,
+            LeaseCmd::List => self.lease_list().await,
+        }
+    }
+
+    async fn lease_grant(&self, ttl: Duration, id: Option<u64>) -> Result<()> {
+        let grant = match id {
+            None => self.client.grant(ttl).await.map_err(|e| self.fail(&e))?,
+            Some(id) => match self
+                .client
+                .grant_with_id(id, ttl)
+                .await
+                .map_err(|e| self.fail(&e))?
+            {
+                Some(grant) => grant,
+                None => {
+                    self.emit(&json!({ "id": id, "result": "id_in_use" }), String::new);
+                    bail!("lease id {id} is already in use");
+                }
+            },
+        };
+        self.emit(&out::grant_json(grant.id, grant.ttl_ms), || {
+            format!(
+                "lease {} granted with TTL {}",
+                grant.id,
+                format_ms(grant.ttl_ms)
+            )
+        });
+        Ok(())
+    }
+
+    /// Renews lease `id` once; `Ok(None)` if it no longer exists.
+    async fn renew(&self, id: u64) -> Result<Option<u64>, zaris_client::Error> {
+        let ack = self.client.keep_alive_once([id]).await?;
+        Ok(ack
+            .renewed
+            .iter()
+            .find(|renewed| renewed.id == id)
+            .map(|renewed| renewed.ttl_ms))
+    }
+
+    fn print_renewal(&self, id: u64, ttl_ms: Option<u64>) -> Result<()> {
+        match ttl_ms {
+            Some(ttl_ms) => {
+                self.emit(
+                    &json!({ "id": id, "found": true, "ttl_ms": ttl_ms }),
+                    || format!("lease {id} renewed, TTL {}", format_ms(ttl_ms)),
+                );
+                Ok(())
+            }
+            None => {
+                if self.format == OutputFormat::Json {
+                    println!("{}", json!({ "id": id, "found": false }));
+                }
+                bail!("lease {id} not found (it expired or was revoked)")
+            }
+        }
+    }
+
+    async fn lease_keepalive_once(&self, id: u64) -> Result<()> {
+        let ttl_ms = self.renew(id).await.map_err(|e| self.fail(&e))?;
+        self.print_renewal(id, ttl_ms)
+    }
+
+    /// Renews every TTL/3, counted from each renewal's send time, until Ctrl-C or the lease is
+    /// gone. A failed renewal is reported and retried sooner; it is not fatal while the lease
+    /// may still be alive.
+    async fn lease_keepalive_loop(&self, id: u64) -> Result<()> {
+        const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
+        let ctrl_c = tokio::signal::ctrl_c();
+        tokio::pin!(ctrl_c);
+        loop {
+            let sent = Instant::now();
+            let renewal = tokio::select! {
+                _ = &mut ctrl_c => return Ok(()),
+                renewal = self.renew(id) => renewal,
+            };
+            let next = match renewal {
+                Ok(ttl_ms) => {
+                    self.print_renewal(id, ttl_ms)?;
+                    let ttl = Duration::from_millis(ttl_ms.unwrap_or(0));
+                    sent + (ttl / 3).max(Duration::from_millis(10))
+                }
+                Err(err) => {
+                    eprintln!(
+                        "warning: renewing lease {id} failed: {}",
+                        out::describe_error(&err, &self.client.endpoints())
+                    );
+                    Instant::now() + RETRY_AFTER_FAILURE
+                }
+            };
+            tokio::select! {
+                _ = &mut ctrl_c => return Ok(()),
+                () = tokio::time::sleep_until(next) => {}
+            }
+        }
+    }
+
+    async fn lease_revoke(&self, id: u64) -> Result<()> {
+        let revoked = self.client.revoke(id).await.map_err(|e| self.fail(&e))?;
+        let result = out::revoke_result_name(revoked.result);
+        let json = json!({ "id": id, "result": result });
+        match revoked.result() {
+            RevokeResult::Revoked => {
+                self.emit(&json, || format!("lease {id} revoked"));
+                Ok(())
+            }
+            RevokeResult::NotFound => {
+                self.emit_json_only(&json);
+                bail!("lease {id} not found")
+            }
+            RevokeResult::Unspecified => {
+                self.emit_json_only(&json);
+                bail!(
+                    "the server answered revoke with an unknown result ({})",
+                    revoked.result
+                )
+            }
+        }
+    }
+
+    async fn lease_ttl(&self, id: u64, keys: bool) -> Result<()> {
+        let ttl = self
+            .client
+            .time_to_live(id, keys)
+            .await
+            .map_err(|e| self.fail(&e))?;
+        if !ttl.found {
+            self.emit_json_only(&out::time_to_live_json(&ttl, id));
+            bail!("lease {id} not found");
+        }
+        self.emit(&out::time_to_live_json(&ttl, id), || {
+            out::time_to_live_text(&ttl, keys)
+        });
+        Ok(())
+    }
+
+    async fn lease_list(&self) -> Result<()> {
+        let mut leases = Vec::new();
+        let mut after_id = 0;
+        loop {
+            let page = self
+                .client
+                .leases(after_id, 0)
+                .await
+                .map_err(|e| self.fail(&e))?;
+            let last = page.leases.last().map(|lease| lease.id);
+            leases.extend(page.leases);
+            match last {
+                // Stop on a page that does not advance, even if it claims more.
+                Some(last) if page.more && last > after_id => after_id = last,
+                _ => break,
+            }
+        }
+        self.emit(&out::leases_json(&leases), || out::leases_text(&leases));
+        Ok(())
+    }
+
+    async fn put(
+        &self,
+        key: String,
+        value: String,
+        lease: Option<u64>,
+        prev_kv: bool,
+    ) -> Result<()> {
+        let options = PutOptions {
+            lease,
+            prev_kv,
+            guard: None,
+        };
+        let put = self
+            .client
+            .put(key, value, options)
+            .await
+            .map_err(|e| self.fail(&e))?;
+        let json = out::put_json(&put, prev_kv);
+        match put.result() {
+            PutResult::Ok => {
+                self.emit(&json, || out::put_text(&put, prev_kv));
+                Ok(())
+            }
+            PutResult::LeaseNotFound => {
+                self.emit_json_only(&json);
+                bail!(
+                    "lease {} not found; nothing was written",
+                    lease.unwrap_or(0)
+                )
+            }
+            PutResult::GuardFailed => {
+                self.emit_json_only(&json);
+                bail!("guard failed: the lock is not held with that token; nothing was written")
+            }
+            PutResult::Unspecified => {
+                self.emit_json_only(&json);
+                bail!(
+                    "the server answered put with an unknown result ({})",
+                    put.result
+                )
+            }
+        }
+    }
+
+    async fn get(&self, key: String, prefix: bool, limit: Option<u64>) -> Result<()> {
+        let options = RangeOptions {
+            prefix,
+            limit,
+            ..RangeOptions::default()
+        };
+        let range = self
+            .client
+            .range(key.clone(), options)
+            .await
+            .map_err(|e| self.fail(&e))?;
+        if !prefix && range.kvs.is_empty() {
+            self.emit_json_only(&out::range_json(&range));
+            bail!("key {key:?} not found");
+        }
+        self.emit(&out::range_json(&range), || out::range_text(&range));
+        Ok(())
+    }
+
+    async fn del(&self, key: String, prefix: bool) -> Result<()> {
+        let options = DeleteOptions {
+            prefix,
+            ..DeleteOptions::default()
+        };
+        let deleted = self
+            .client
+            .delete(key, options)
+            .await
+            .map_err(|e| self.fail(&e))?;
+        let json = out::delete_json(&deleted);
+        match deleted.result() {
+            DeleteResult::Ok => {
+                self.emit(&json, || out::delete_text(&deleted));
+                Ok(())
+            }
+            DeleteResult::GuardFailed => {
+                self.emit_json_only(&json);
+                bail!("guard failed: the lock is not held with that token; nothing was deleted")
+            }
+            DeleteResult::Unspecified => {
+                self.emit_json_only(&json);
+                bail!(
+                    "the server answered delete with an unknown result ({})",
+                    deleted.result
+                )
+            }
+        }
+    }
+
+    /// In JSON mode, prints `json` (a domain failure still gets its one object); in table mode
+    /// prints nothing: the error message says it all.
+    fn emit_json_only(&self, json: &Value) {
+        if self.format == OutputFormat::Json {
+            println!("{json}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser, Subcommand};
+
+    use super::*;
+
+    /// The shape `main` gives the CLI: global options flattened, these commands beside `serve`.
+    #[derive(Parser, Debug)]
+    #[command(name = "zaris")]
+    struct TestCli {
+        #[command(flatten)]
+        global: GlobalOpts,
+        #[command(subcommand)]
+        command: Top,
+    }
+
+    #[derive(Subcommand, Debug)]
+    enum Top {
+        Serve,
+        #[command(flatten)]
+        Client(Command),
+    }
+
+    fn parse(args: &[&str]) -> Result<TestCli, clap::Error> {
+        TestCli::try_parse_from(std::iter::once("zaris").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_cli_definition_is_consistent() {
+        TestCli::command().debug_assert();
+    }
+
+    #[test]
+    fn global_options_work_after_the_subcommand() {
+        let cli = parse(&[
+            "lease",
+            "grant",
+            "--ttl",
+            "1.5s",
+            "-o",
+            "json",
+            "--endpoints",
+            "a:1,b:2",
+            "--timeout",
+            "3s",
+        ])
+        .expect("parses");
+        assert_eq!(cli.global.endpoints, ["a:1", "b:2"]);
+        assert_eq!(cli.global.output, OutputFormat::Json);
+        assert_eq!(cli.global.timeout, Duration::from_secs(3));
+        match cli.command {
+            Top::Client(Command::Lease(LeaseCmd::Grant { ttl, id: None })) => {
+                assert_eq!(ttl, Duration::from_millis(1500));
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        // Unless the environment overrides it (ZARIS_ENDPOINTS), one local member.
+        let cli = parse(&["status"]).expect("parses");
+        if std::env::var_os("ZARIS_ENDPOINTS").is_none() {
+            assert_eq!(cli.global.endpoints, ["127.0.0.1:7001"]);
+        }
+        assert_eq!(cli.global.output, OutputFormat::Table);
+        assert_eq!(cli.global.timeout, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn subcommands_parse_their_arguments() {
+        match parse(&["put", "k", "v", "--lease", "7", "--prev-kv"]).map(|c| c.command) {
+            Ok(Top::Client(Command::Put {
+                key,
+                value,
+                lease: Some(7),
+                prev_kv: true,
+            })) => assert_eq!((key.as_str(), value.as_str()), ("k", "v")),
+            other => panic!("parsed as {other:?}"),
+        }
+        match parse(&["member", "add", "4", "127.0.0.1:7004", "--learner"]).map(|c| c.command) {
+            Ok(Top::Client(Command::Member(MemberCmd::Add {
+                id: 4,
+                learner: true,
+                ..
+            }))) => {}
+            other => panic!("parsed as {other:?}"),
+        }
+        match parse(&["lease", "keepalive", "9", "--once"]).map(|c| c.command) {
+            Ok(Top::Client(Command::Lease(LeaseCmd::Keepalive { id: 9, once: true }))) => {}
+            other => panic!("parsed as {other:?}"),
+        }
+        match parse(&["get", "svc/", "--prefix", "--limit", "5"]).map(|c| c.command) {
+            Ok(Top::Client(Command::Get {
+                prefix: true,
+                limit: Some(5),
+                ..
+            })) => {}
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_arguments_are_rejected() {
+        assert!(
+            parse(&["lease", "grant", "--ttl", "10"]).is_err(),
+            "unit required"
+        );
+        assert!(parse(&["lease", "grant"]).is_err(), "--ttl required");
+        assert!(
+            parse(&["lease", "revoke", "0"]).is_err(),
+            "lease 0 is never valid"
+        );
+        assert!(parse(&["status", "-o", "yaml"]).is_err());
+        assert!(parse(&["status", "--timeout", "0s"]).is_err());
+    }
+
+    #[test]
+    fn every_subcommand_has_an_example() {
+        fn check(command: &clap::Command, path: &str) {
+            for sub in command.get_subcommands() {
+                let path = format!("{path} {}", sub.get_name());
+                if path != "zaris serve" {
+                    let after = sub
+                        .get_after_help()
+                        .map(|h| h.to_string())
+                        .unwrap_or_default();
+                    assert!(after.starts_with("Example: zaris"), "{path}: {after:?}");
+                }
+                check(sub, &path);
+            }
+        }
+        check(&TestCli::command(), "zaris");
+    }
+}

@@ -1,0 +1,57 @@
+//! `zaris`: run a node (`zaris serve`) or drive a cluster (every other subcommand).
+
+mod cli;
+mod serve;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "zaris",
+    version,
+    about = "Zaris: a Raft-replicated lease store (leases, lease-bound keys, fenced locks)",
+    after_help = "Start a single-node cluster on 127.0.0.1:7001 with data in ./zaris-data:\n  zaris serve\nThen, from another terminal:\n  zaris lease grant --ttl 10s"
+)]
+struct Cli {
+    #[command(flatten)]
+    global: cli::GlobalOpts,
+    #[command(subcommand)]
+    command: Top,
+}
+
+#[derive(Subcommand, Debug)]
+enum Top {
+    /// Run a Zaris node.
+    Serve(Box<serve::ServeArgs>),
+    #[command(flatten)]
+    Client(cli::Command),
+}
+
+fn main() -> ExitCode {
+    let args = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match args.command {
+            Top::Serve(serve_args) => serve::run(*serve_args).await,
+            Top::Client(command) => cli::run(args.global, command).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! `zaris serve`: configuration from flags, `ZARIS_*` environment variables and an optional TOML
+//! file (flags and environment win over the file, the file over the defaults).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use serde::Deserialize;
+use tracing_subscriber::EnvFilter;
+use zaris_server::{Node, NodeConfig};
+
+/// Default data directory: relative to where the node is started.
+const DEFAULT_DATA_DIR: &str = "./zaris-data";
+
+#[derive(clap::Args, Debug, Default)]
+#[command(
+    after_help = "Examples:\n  zaris serve\n  zaris serve --node-id 1 --listen 127.0.0.1:7001 --data-dir /var/lib/zaris/1 \\\n      --initial-cluster 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 --http 127.0.0.1:9001"
+)]
+pub struct ServeArgs {
+    /// TOML file with any of the settings below (snake_case keys, e.g. `node_id = 1`).
+    #[arg(long, env = "ZARIS_CONFIG")]
+    config: Option<PathBuf>,
+    /// This node's id (≥ 1, never reused). Default 1.
+    #[arg(long, env = "ZARIS_NODE_ID")]
+    node_id: Option<u64>,
+    /// Where the node keeps its log, vote and snapshots. Default ./zaris-data.
+    #[arg(long, env = "ZARIS_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Address for the client API and Raft peers (port 0: any free port). Default 127.0.0.1:7001.
+    #[arg(long, env = "ZARIS_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Address others use to reach this node, if not the listen address.
+    #[arg(long, env = "ZARIS_ADVERTISE")]
+    advertise: Option<String>,
+    /// First members, `id=host:port,...`; the lowest id bootstraps the cluster on first start.
+    #[arg(long, env = "ZARIS_INITIAL_CLUSTER")]
+    initial_cluster: Option<String>,
+    /// Start empty and wait to be added with `zaris member add` (never bootstrap).
+    #[arg(long, env = "ZARIS_JOIN")]
+    join: bool,
+    /// Serve GET /metrics (Prometheus), /health and /ready on this address.
+    #[arg(long, env = "ZARIS_HTTP")]
+    http: Option<SocketAddr>,
+    /// Upper bound of the Raft election timeout, ms. Default 1000.
+    #[arg(long, env = "ZARIS_ELECTION_TIMEOUT_MS")]
+    election_timeout_ms: Option<u64>,
+    /// Raft heartbeat interval, ms. Default 100.
+    #[arg(long, env = "ZARIS_HEARTBEAT_MS")]
+    heartbeat_ms: Option<u64>,
+    /// Most leases expired per second. Default 10000.
+    #[arg(long, env = "ZARIS_REVOKE_RATE")]
+    revoke_rate: Option<u32>,
+    /// Shortest TTL a lease may have, ms (must exceed the election timeout). Default 2000.
+    #[arg(long, env = "ZARIS_MIN_TTL_MS")]
+    min_ttl_ms: Option<u64>,
+    /// Cluster name; nodes of different clusters refuse each other. Default "zaris".
+    #[arg(long, env = "ZARIS_CLUSTER_NAME")]
+    cluster_name: Option<String>,
+    /// Once serving, write the bound address to this file (for scripts that use port 0).
+    #[arg(long, env = "ZARIS_READY_FILE")]
+    ready_file: Option<PathBuf>,
+}
+
+/// The same settings, from a file.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    node_id: Option<u64>,
+    data_dir: Option<PathBuf>,
+    listen: Option<SocketAddr>,
+    advertise: Option<String>,
+    initial_cluster: Option<String>,
+    join: Option<bool>,
+    http: Option<SocketAddr>,
+    election_timeout_ms: Option<u64>,
+    heartbeat_ms: Option<u64>,
+    revoke_rate: Option<u32>,
+    min_ttl_ms: Option<u64>,
+    cluster_name: Option<String>,
+    ready_file: Option<PathBuf>,
+}
+
+fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
+}
+
+/// Parses `1=127.0.0.1:7001,2=127.0.0.1:7002`.
+pub fn parse_initial_cluster(text: &str) -> anyhow::Result<BTreeMap<u64, String>> {
+    let mut members = BTreeMap::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((id, addr)) = part.split_once('=') else {
+            bail!("initial cluster entry {part:?} is not id=host:port");
+        };
+        let id: u64 = id
+            .trim()
+            .parse()
+            .with_context(|| format!("initial cluster entry {part:?}: bad node id"))?;
+        let addr = addr.trim();
+        if addr.parse::<SocketAddr>().is_err() {
+            bail!("initial cluster entry {part:?}: {addr:?} is not host:port");
+        }
+        if members.insert(id, addr.to_string()).is_some() {
+            bail!("initial cluster names node {id} twice");
+        }
+    }
+    Ok(members)
+}
+
+fn build_config(args: &ServeArgs) -> anyhow::Result<(NodeConfig, Option<PathBuf>)> {
+    let file = match &args.config {
+        Some(path) => read_file(path)?,
+        None => FileConfig::default(),
+    };
+    let node_id = args.node_id.or(file.node_id).unwrap_or(1);
+    let data_dir = args
+        .data_dir
+        .clone()
+        .or(file.data_dir)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
+    let mut config = NodeConfig::new(node_id, data_dir);
+    if let Some(listen) = args.listen.or(file.listen) {
+        config.listen = listen;
+    }
+    config.advertise = args.advertise.clone().or(file.advertise);
+    if let Some(text) = args
+        .initial_cluster
+        .as_ref()
+        .or(file.initial_cluster.as_ref())
+    {
+        config.initial_cluster = parse_initial_cluster(text)?;
+    }
+    config.join = args.join || file.join.unwrap_or(false);
+    config.http_listen = args.http.or(file.http);
+    if let Some(ms) = args.election_timeout_ms.or(file.election_timeout_ms) {
+        config.election_timeout_ms = ms;
+    }
+    if let Some(ms) = args.heartbeat_ms.or(file.heartbeat_ms) {
+        config.heartbeat_ms = ms;
+    }
+    if let Some(rate) = args.revoke_rate.or(file.revoke_rate) {
+        config.lessor.revoke_rate_per_s = rate;
+        config.lessor.revoke_burst = rate;
+    }
+    if let Some(ms) = args.min_ttl_ms.or(file.min_ttl_ms) {
+        config.limits.min_ttl_ms = ms;
+    }
+    if let Some(name) = args.cluster_name.clone().or(file.cluster_name) {
+        config.cluster_name = name;
+    }
+    config.validate()?;
+    Ok((config, args.ready_file.clone().or(file.ready_file)))
+}
+
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new("info,openraft=warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let (config, ready_file) = build_config(&args)?;
+    let node_id = config.node_id;
+    let node = Node::start(config).await?;
+    println!("zaris node {node_id} serving on {}", node.addr);
+    if let Some(http) = node.http_addr {
+        println!("zaris node {node_id} metrics on http://{http}/metrics");
+    }
+    if let Some(path) = ready_file {
+        // Write then rename, so a reader never sees a partial address.
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, node.addr.to_string())
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .with_context(|| format!("cannot write ready file {}", path.display()))?;
+    }
+    wait_for_signal().await;
+    tracing::info!(node_id, "stopping");
+    node.shutdown().await;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn initial_cluster_parses_and_rejects_nonsense() {
+        let members = parse_initial_cluster("1=127.0.0.1:7001, 2=127.0.0.1:7002").expect("parse");
+        assert_eq!(members.get(&2).map(String::as_str), Some("127.0.0.1:7002"));
+        assert!(parse_initial_cluster("1=127.0.0.1:7001,1=127.0.0.1:7002").is_err());
+        assert!(parse_initial_cluster("x=127.0.0.1:7001").is_err());
+        assert!(parse_initial_cluster("1=nowhere").is_err());
+        assert!(parse_initial_cluster("127.0.0.1:7001").is_err());
+    }
+
+    #[test]
+    fn flags_override_the_file_and_defaults_apply() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("zaris.toml");
+        std::fs::write(
+            &file,
+            "node_id = 3\nelection_timeout_ms = 600\nheartbeat_ms = 50\nmin_ttl_ms = 1000\n",
+        )
+        .expect("write");
+        let args = ServeArgs {
+            config: Some(file),
+            heartbeat_ms: Some(40),
+            ..ServeArgs::default()
+        };
+        let (config, _) = build_config(&args).expect("config");
+        assert_eq!(config.node_id, 3);
+        assert_eq!(config.election_timeout_ms, 600);
+        assert_eq!(config.heartbeat_ms, 40);
+        assert_eq!(config.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
+    }
+
+    #[test]
+    fn bad_settings_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("zaris.toml");
+        std::fs::write(&file, "no_such_setting = 1\n").expect("write");
+        let args = ServeArgs {
+            config: Some(file),
+            ..ServeArgs::default()
+        };
+        assert!(build_config(&args).is_err());
+        let args = ServeArgs {
+            min_ttl_ms: Some(500),
+            ..ServeArgs::default()
+        };
+        let error = build_config(&args).expect_err("TTL below election timeout");
+        assert!(
+            error
+                .to_string()
+                .contains("must exceed the election timeout")
+        );
+    }
+}
