@@ -88,6 +88,9 @@ pub enum Command {
     /// Stop waiting for a lock (a waiter that timed out). If the lock was handed to the lease in the
     /// meantime, the outcome says so and the lock stays held.
     LockCancel { name: String, lease: LeaseId },
+    /// Fix the cluster's limits. Proposed once, by the first leader, from its configuration: the
+    /// limits then live in the replicated state, so every node applies with the same bounds.
+    SetLimits(Limits),
 }
 
 /// A compare-then-else transaction.
@@ -208,6 +211,9 @@ impl Request {
                 check_lock_name(name, limits)?;
                 check_lease_id(*lease)
             }
+            Command::SetLimits(new_limits) => new_limits
+                .check()
+                .map_err(|why| Rejection::InvalidArgument(format!("limits: {why}"))),
         }
     }
 }

@@ -94,6 +94,8 @@ pub enum Outcome {
         next: Option<(LeaseId, Token)>,
     },
     Cancelled(CancelOutcome),
+    /// The cluster's limits were set.
+    LimitsSet,
     /// A replayed entry (index not above the last applied one): nothing changed.
     Ignored,
 }

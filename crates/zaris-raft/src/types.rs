@@ -23,6 +23,7 @@ impl fmt::Display for Proposal {
             zaris_core::Command::LockAcquire { .. } => "lock-acquire",
             zaris_core::Command::LockRelease { .. } => "lock-release",
             zaris_core::Command::LockCancel { .. } => "lock-cancel",
+            zaris_core::Command::SetLimits(_) => "set-limits",
         };
         f.write_str(kind)
     }

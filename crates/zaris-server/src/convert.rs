@@ -615,6 +615,7 @@ fn outcome_name(outcome: &Outcome) -> &'static str {
         Outcome::Lock(_) => "Lock",
         Outcome::Unlocked { .. } => "Unlocked",
         Outcome::Cancelled(_) => "Cancelled",
+        Outcome::LimitsSet => "LimitsSet",
         Outcome::Ignored => "Ignored",
     }
 }

@@ -144,6 +144,17 @@ pub fn not_leader(leader_id: u64, leader_addr: &str, term: u64) -> Status {
     detail.into_status()
 }
 
+/// UNAVAILABLE / NO_LEADER, definite: a new cluster whose first leader has not yet fixed the
+/// cluster's limits. Nothing was proposed; retry shortly.
+pub fn initializing() -> Status {
+    detail(
+        ErrorCode::NoLeader,
+        Outcome::Definite,
+        "the cluster is still initializing (its limits are not set yet); retry shortly",
+    )
+    .into_status()
+}
+
 /// UNAVAILABLE / NO_LEADER, definite: no Raft leader is known (election in progress, or this
 /// member is partitioned). Nothing was proposed.
 pub fn no_leader() -> Status {

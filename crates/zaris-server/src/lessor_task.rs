@@ -8,7 +8,8 @@ use openraft::ServerState;
 use openraft::async_runtime::WatchReceiver;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
-use zaris_core::{Command, Lessor, Outcome, Request};
+use zaris_core::{Command, Lessor, Limits, Outcome, Request};
+use zaris_raft::StateHandle;
 
 use crate::clock::Clock;
 use crate::metrics as m;
@@ -24,6 +25,9 @@ pub struct ExpiryLoop {
     pub clock: Arc<dyn Clock>,
     pub election_timeout_ms: u64,
     pub expire_batch: usize,
+    pub state: StateHandle,
+    /// This node's configured limits: proposed as the cluster's if none are set yet.
+    pub limits: Limits,
 }
 
 impl ExpiryLoop {
@@ -34,6 +38,7 @@ impl ExpiryLoop {
     pub async fn run(self, shutdown: CancellationToken) {
         let raft = self.proposer.raft().clone();
         let mut promoted_term: Option<u64> = None;
+        let mut limits_settled = false;
         let mut last_leader = None;
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -82,9 +87,55 @@ impl ExpiryLoop {
                     "lessor promoted: this node now expires leases"
                 );
             }
+            if !limits_settled {
+                limits_settled = self.settle_limits().await;
+            }
             self.expire_due().await;
         }
         self.lessor().demote();
+    }
+
+    /// The first leader of a cluster fixes its limits (from its own configuration) in the log, so
+    /// all nodes apply with the same bounds. Later leaders only warn about a different
+    /// configuration: the cluster's limits win.
+    async fn settle_limits(&self) -> bool {
+        let (set, current) = self
+            .state
+            .read(|d| (d.state.limits_set(), d.state.limits().clone()));
+        if set {
+            if current != self.limits {
+                warn!(
+                    node_id = self.node_id,
+                    cluster = ?current,
+                    configured = ?self.limits,
+                    "configured limits differ from the cluster's; the cluster's apply"
+                );
+            }
+            if current.min_ttl_ms <= self.election_timeout_ms {
+                warn!(
+                    node_id = self.node_id,
+                    min_ttl_ms = current.min_ttl_ms,
+                    election_timeout_ms = self.election_timeout_ms,
+                    "the cluster's minimum TTL does not exceed this node's election timeout"
+                );
+            }
+            return true;
+        }
+        let request = Request::new(Command::SetLimits(self.limits.clone()));
+        match self.proposer.propose(request).await {
+            Ok(reply) => {
+                info!(
+                    node_id = self.node_id,
+                    revision = reply.revision,
+                    "cluster limits set"
+                );
+                true
+            }
+            Err(status) => {
+                warn!(node_id = self.node_id, %status, "cannot set the cluster limits yet");
+                false
+            }
+        }
     }
 
     async fn expire_due(&self) {

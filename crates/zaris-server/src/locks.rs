@@ -1,8 +1,10 @@
 //! Lock calls waiting in a queue: woken when an applied entry hands them the lock, or when their
-//! lease ends. Bounded by the per-lock waiter limit, which the state machine enforces.
+//! lease ends. Bounded by the per-lock waiter limit (the state machine enforces it) times the
+//! concurrent calls per (lock, lease).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::oneshot;
 use zaris_core::{LeaseId, Token};
@@ -14,47 +16,92 @@ pub enum Wake {
     LeaseEnded,
 }
 
+type Key = (String, LeaseId);
+/// The calls waiting per (lock, lease), each with its id.
+type Waiting = BTreeMap<Key, Vec<(u64, oneshot::Sender<Wake>)>>;
+
 #[derive(Debug, Default)]
 pub struct LockWaiters {
-    waiting: Mutex<BTreeMap<(String, LeaseId), oneshot::Sender<Wake>>>,
+    next_id: AtomicU64,
+    /// Several calls may wait for the same (lock, lease), e.g. a client's retry beside the
+    /// original: each has its own id, and each is woken.
+    waiting: Mutex<Waiting>,
+}
+
+/// A registered wait; [`LockWaiters::forget`] it when the call ends without being woken.
+#[derive(Debug)]
+pub struct Registration {
+    pub id: u64,
+    pub woken: oneshot::Receiver<Wake>,
 }
 
 impl LockWaiters {
     /// Registers interest before proposing, so a hand-over applied right after the proposal's
-    /// own entry is not missed. Replaces an older registration for the same lock and lease.
-    pub fn register(&self, name: &str, lease: LeaseId) -> oneshot::Receiver<Wake> {
-        let (tx, rx) = oneshot::channel();
-        self.lock().insert((name.to_string(), lease), tx);
-        rx
+    /// own entry is not missed.
+    pub fn register(&self, name: &str, lease: LeaseId) -> Registration {
+        let (tx, woken) = oneshot::channel();
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.lock()
+            .entry((name.to_string(), lease))
+            .or_default()
+            .push((id, tx));
+        Registration { id, woken }
     }
 
-    pub fn forget(&self, name: &str, lease: LeaseId) {
-        self.lock().remove(&(name.to_string(), lease));
+    pub fn forget(&self, name: &str, lease: LeaseId, id: u64) {
+        let mut waiting = self.lock();
+        let key = (name.to_string(), lease);
+        if let Some(list) = waiting.get_mut(&key) {
+            list.retain(|(waiter, _)| *waiter != id);
+            if list.is_empty() {
+                waiting.remove(&key);
+            }
+        }
     }
 
     pub fn acquired(&self, name: &str, lease: LeaseId, token: Token) {
-        if let Some(tx) = self.lock().remove(&(name.to_string(), lease)) {
+        let woken = self.lock().remove(&(name.to_string(), lease));
+        for (_, tx) in woken.into_iter().flatten() {
             let _ = tx.send(Wake::Acquired(token));
         }
     }
 
     pub fn lease_ended(&self, lease: LeaseId) {
         let mut waiting = self.lock();
-        let ended: Vec<(String, LeaseId)> = waiting
+        let ended: Vec<Key> = waiting
             .keys()
             .filter(|(_, l)| *l == lease)
             .cloned()
             .collect();
         for key in ended {
-            if let Some(tx) = waiting.remove(&key) {
+            for (_, tx) in waiting.remove(&key).into_iter().flatten() {
                 let _ = tx.send(Wake::LeaseEnded);
             }
         }
     }
 
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, BTreeMap<(String, LeaseId), oneshot::Sender<Wake>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Waiting> {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrent_waits_for_the_same_lock_and_lease_are_all_woken() {
+        let waiters = LockWaiters::default();
+        let mut first = waiters.register("m", 7);
+        let mut second = waiters.register("m", 7);
+        let mut other = waiters.register("m", 8);
+        // One call gives up; the other must still be woken.
+        waiters.forget("m", 7, first.id);
+        waiters.acquired("m", 7, 42);
+        assert!(first.woken.try_recv().is_err());
+        assert_eq!(second.woken.try_recv(), Ok(Wake::Acquired(42)));
+        assert!(other.woken.try_recv().is_err());
+        waiters.lease_ended(8);
+        assert_eq!(other.woken.try_recv(), Ok(Wake::LeaseEnded));
     }
 }

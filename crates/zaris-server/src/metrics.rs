@@ -16,21 +16,22 @@ pub const LEASE_RENEWALS: &str = "zaris_lease_renewals_total";
 pub const RENEW_BATCHES: &str = "zaris_renew_batches_total";
 /// Expire entries proposed by this node as leader.
 pub const EXPIRE_BATCHES: &str = "zaris_expire_batches_total";
-/// Lock hand-overs applied.
+/// Lock acquisitions applied (immediate, or handed over from a released holder).
 pub const LOCKS_ACQUIRED: &str = "zaris_locks_acquired_total";
-/// Live leases, keys and locks in this node's state.
+/// Live leases and keys in this node's state.
 pub const LIVE_LEASES: &str = "zaris_leases";
 pub const LIVE_KEYS: &str = "zaris_keys";
 /// 1 if this node is the Raft leader.
 pub const IS_RAFT_LEADER: &str = "zaris_is_raft_leader";
-/// The Raft term, last log index and applied index as this node sees them.
+/// The Raft term and the applied index as this node sees them.
 pub const RAFT_TERM: &str = "zaris_raft_term";
 pub const RAFT_APPLIED_INDEX: &str = "zaris_raft_applied_index";
 /// Leadership changes seen by this node.
 pub const LEADER_CHANGES: &str = "zaris_raft_leader_changes_total";
-/// Client requests rejected before proposing, by `reason`.
+/// Applied requests the state machine rejected (a typed rejection, nothing changed), by `reason`.
 pub const REQUESTS_REJECTED: &str = "zaris_requests_rejected_total";
-/// Proposals by `command` and `outcome`.
+/// Proposals from this node by `command` and `outcome` (`applied`, `redirected`, `timeout`,
+/// `failed`).
 pub const PROPOSALS: &str = "zaris_proposals_total";
 
 /// The process-wide Prometheus recorder (metrics has one global recorder per process, so nodes

@@ -23,8 +23,8 @@ use zaris_raft::{Snapshot, TypeConfig, Vote};
 
 /// Snapshot bytes per gRPC message.
 const SNAPSHOT_CHUNK_BYTES: usize = 1024 * 1024;
-/// Largest Raft message accepted, in bytes (a batch of entries near the value-size limit).
-pub const MAX_RAFT_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
+/// Largest Raft message accepted, in bytes: a full batch of max-size entries (see node.rs).
+pub const MAX_RAFT_MESSAGE_BYTES: usize = 512 * 1024 * 1024;
 
 type RpcError = RPCError<TypeConfig>;
 

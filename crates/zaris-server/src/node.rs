@@ -32,8 +32,17 @@ use crate::services::raft::RaftPeerService;
 use crate::services::{ClusterService, KvService, LeaseService, LockService, NodeContext};
 use crate::{http, metrics as m};
 
-/// Largest client request accepted, in bytes: a transaction of max-size values must fit.
-pub const MAX_CLIENT_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// Largest client request accepted, in bytes (`max_request_bytes`): a put of a max-size value
+/// fits with room to spare; a transaction's operations together must fit too. Bounding requests
+/// bounds log entries, and so Raft messages: `MAX_PAYLOAD_ENTRIES` of these stay below
+/// `MAX_RAFT_MESSAGE_BYTES`.
+pub const MAX_CLIENT_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+/// Entries per AppendEntries message.
+const MAX_PAYLOAD_ENTRIES: u64 = 64;
+const _: () = assert!(
+    MAX_PAYLOAD_ENTRIES as usize * MAX_CLIENT_MESSAGE_BYTES < MAX_RAFT_MESSAGE_BYTES,
+    "a full AppendEntries of max-size requests must fit in one Raft message"
+);
 
 /// A running node. Dropping it does not stop it: call [`NodeHandle::shutdown`].
 #[derive(Debug)]
@@ -77,6 +86,15 @@ impl Node {
             .clone()
             .or_else(|| config.initial_cluster.get(&node_id).cloned())
             .unwrap_or_else(|| addr.to_string());
+        // Bind everything first: a failure here leaves nothing running.
+        let http_listener = match config.http_listen {
+            Some(http_listen) => Some(
+                TcpListener::bind(http_listen)
+                    .await
+                    .with_context(|| format!("cannot listen on {http_listen} for HTTP"))?,
+            ),
+            None => None,
+        };
         std::fs::create_dir_all(&config.data_dir)
             .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
 
@@ -99,7 +117,7 @@ impl Node {
             election_timeout_min: config.election_timeout_ms / 2,
             election_timeout_max: config.election_timeout_ms,
             install_snapshot_timeout: 60_000,
-            max_payload_entries: 64,
+            max_payload_entries: MAX_PAYLOAD_ENTRIES,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_entries),
             replication_lag_threshold: config.snapshot_entries.saturating_mul(2),
             max_in_snapshot_log_to_keep: 1_000,
@@ -130,7 +148,7 @@ impl Node {
         );
         let renewals = RenewBatcher::start(
             proposer.clone(),
-            config.limits.max_batch_ids as usize,
+            state.clone(),
             config.renew_inflight,
             &tracker,
             shutdown.clone(),
@@ -143,7 +161,6 @@ impl Node {
             clock: clock.clone(),
             waiters,
             renewals,
-            limits: config.limits.clone(),
             tasks: tracker.clone(),
             shutdown: shutdown.clone(),
         };
@@ -190,26 +207,23 @@ impl Node {
                 clock: clock.clone(),
                 election_timeout_ms: config.election_timeout_ms,
                 expire_batch: config.expire_batch,
+                state: state.clone(),
+                limits: config.limits.clone(),
             }
             .run(shutdown.clone()),
         );
         tracker.spawn(report_gauges(state.clone(), shutdown.clone()));
 
-        let http_addr = match config.http_listen {
-            Some(http_listen) => {
-                let listener = TcpListener::bind(http_listen)
-                    .await
-                    .with_context(|| format!("cannot listen on {http_listen} for HTTP"))?;
-                let http_addr = listener.local_addr()?;
+        let http_addr = match http_listener {
+            Some(listener) => {
+                let http_addr = listener.local_addr().ok();
                 tracker.spawn(http::serve(listener, raft.clone(), shutdown.clone()));
-                Some(http_addr)
+                http_addr
             }
             None => None,
         };
 
-        bootstrap(&config, &raft, &advertise).await?;
-        info!(node_id, %addr, advertise, cluster = config.cluster_name, "node started");
-        Ok(NodeHandle {
+        let handle = NodeHandle {
             node_id,
             addr,
             http_addr,
@@ -217,7 +231,13 @@ impl Node {
             state,
             shutdown,
             tracker,
-        })
+        };
+        if let Err(e) = bootstrap(&config, &handle.raft, &advertise).await {
+            handle.shutdown().await;
+            return Err(e);
+        }
+        info!(node_id, %addr, advertise, cluster = config.cluster_name, "node started");
+        Ok(handle)
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use zaris_core::{Applied, LeaseEffect, Lessor, LockEffect, Outcome, State};
+use zaris_core::{Applied, LeaseEffect, Lessor, LockEffect, Outcome, Rejection, State};
 use zaris_raft::ApplyObserver;
 
 use crate::clock::Clock;
@@ -20,6 +20,19 @@ pub struct NodeObserver {
 impl NodeObserver {
     fn lessor(&self) -> std::sync::MutexGuard<'_, Lessor> {
         self.lessor.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A bounded label for a rejection.
+fn rejection_reason(rejection: &Rejection) -> &'static str {
+    match rejection {
+        Rejection::InvalidArgument(_) => "invalid_argument",
+        Rejection::TtlOutOfRange { .. } => "ttl_out_of_range",
+        Rejection::LimitExceeded { limit, .. } => limit.name(),
+        Rejection::LeaseNotFound(_) => "lease_not_found",
+        Rejection::LeaseExists(_) => "lease_exists",
+        Rejection::GuardFailed { .. } => "guard_failed",
+        Rejection::NotHolder { .. } => "not_holder",
     }
 }
 
@@ -46,10 +59,18 @@ impl ApplyObserver for NodeObserver {
                 metrics::counter!(m::LOCKS_ACQUIRED).increment(1);
             }
         }
+        // A de-duplicated retry returns the first response again with no effects: not counted.
+        let fresh = !applied.effects.is_empty();
         match &applied.response {
-            Ok(Outcome::Granted { .. }) => metrics::counter!(m::LEASES_GRANTED).increment(1),
-            Ok(Outcome::Renewed { renewed, .. }) => {
+            Ok(Outcome::Granted { .. }) if fresh => {
+                metrics::counter!(m::LEASES_GRANTED).increment(1)
+            }
+            Ok(Outcome::Renewed { renewed, .. }) if fresh => {
                 metrics::counter!(m::LEASE_RENEWALS).increment(renewed.len() as u64)
+            }
+            Err(rejection) => {
+                metrics::counter!(m::REQUESTS_REJECTED, "reason" => rejection_reason(rejection))
+                    .increment(1)
             }
             _ => {}
         }

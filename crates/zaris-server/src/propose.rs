@@ -54,16 +54,30 @@ impl Proposer {
                 Ok(response.data)
             }
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
+                metrics::counter!(m::PROPOSALS, "command" => command, "outcome" => "redirected")
+                    .increment(1);
                 Err(self.redirect(&forward))
             }
-            Err(RaftError::APIError(ClientWriteError::LogEntryDiscarded(_))) => Err(
-                errors::indeterminate("leadership changed before the request committed"),
-            ),
-            Err(RaftError::APIError(
+            Err(error) => {
+                metrics::counter!(m::PROPOSALS, "command" => command, "outcome" => "failed")
+                    .increment(1);
+                Err(Self::write_error(error))
+            }
+        }
+    }
+
+    fn write_error(error: RaftError<TypeConfig, ClientWriteError<TypeConfig>>) -> Status {
+        match error {
+            RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => errors::no_leader(),
+            // The entry was appended, then dropped by a leader change: it may still commit.
+            RaftError::APIError(ClientWriteError::LogEntryDiscarded(_)) => {
+                errors::indeterminate("leadership changed before the request committed")
+            }
+            RaftError::APIError(
                 e @ (ClientWriteError::ChangeMembershipError(_)
                 | ClientWriteError::PreconditionFailed(_)),
-            )) => Err(errors::internal(format!("unexpected write error: {e}"))),
-            Err(RaftError::Fatal(fatal)) => Err(errors::internal(format!("raft stopped: {fatal}"))),
+            ) => errors::internal(format!("unexpected write error: {e}")),
+            RaftError::Fatal(fatal) => errors::internal(format!("raft stopped: {fatal}")),
         }
     }
 

@@ -2,25 +2,26 @@
 //! entry per batch (one Raft round trip and one fsync for thousands of leases), with a few batches
 //! in flight at once. A renewal is acknowledged only after its entry is committed and applied.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::Status;
-use zaris_core::{Command, LeaseId, Outcome, Request, Revision};
+use zaris_core::{Command, LeaseId, Request, Revision};
+use zaris_raft::StateHandle;
 
+use crate::convert::Renewals;
 use crate::errors;
 use crate::metrics as m;
 use crate::propose::Proposer;
 
-/// What one keepalive request gets back.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// The outcome of the Renew entry that carried a keepalive request's ids, shared by every
+/// request in the batch (answer each with [`crate::convert::keepalive_response`]).
+#[derive(Clone, Debug)]
 pub struct Renewal {
     pub revision: Revision,
-    pub renewed: Vec<(LeaseId, u64)>,
-    pub not_found: Vec<LeaseId>,
+    pub renewals: Arc<Renewals>,
 }
 
 struct Pending {
@@ -40,7 +41,7 @@ const QUEUE_DEPTH: usize = 4_096;
 impl RenewBatcher {
     pub fn start(
         proposer: Proposer,
-        max_batch_ids: usize,
+        state: StateHandle,
         inflight: usize,
         tracker: &TaskTracker,
         shutdown: CancellationToken,
@@ -50,7 +51,7 @@ impl RenewBatcher {
         tracker.spawn(run(
             rx,
             proposer,
-            max_batch_ids.max(1),
+            state,
             Arc::new(Semaphore::new(inflight.max(1))),
             batcher_tracker,
             shutdown,
@@ -73,7 +74,7 @@ impl RenewBatcher {
 async fn run(
     mut rx: mpsc::Receiver<Pending>,
     proposer: Proposer,
-    max_batch_ids: usize,
+    state: StateHandle,
     inflight: Arc<Semaphore>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
@@ -99,6 +100,10 @@ async fn run(
                 },
             },
         };
+        // The cluster's current bound on ids per entry (replicated, so read it each time).
+        let max_batch_ids = state
+            .read(|d| d.state.limits().max_batch_ids as usize)
+            .max(1);
         let mut batch = vec![first];
         let mut ids = batch[0].ids.len();
         while let Ok(next) = rx.try_recv() {
@@ -125,31 +130,14 @@ async fn propose_batch(proposer: &Proposer, batch: Vec<Pending>) {
     let result = proposer
         .propose(Request::new(Command::Renew { ids }))
         .await
-        .and_then(|reply| match reply.response {
-            Ok(Outcome::Renewed { renewed, .. }) => Ok((
-                reply.revision,
-                renewed.into_iter().collect::<BTreeMap<_, _>>(),
-            )),
-            Ok(other) => Err(errors::internal(format!("renew answered {other:?}"))),
-            Err(rejection) => Err(errors::rejection_status(&rejection)),
+        .and_then(|reply| {
+            let renewals = Renewals::from_response(&reply.response)?;
+            Ok(Renewal {
+                revision: reply.revision,
+                renewals: Arc::new(renewals),
+            })
         });
     for pending in batch {
-        let answer = match &result {
-            Ok((revision, renewed)) => {
-                let mut renewal = Renewal {
-                    revision: *revision,
-                    ..Renewal::default()
-                };
-                for id in pending.ids {
-                    match renewed.get(&id) {
-                        Some(ttl_ms) => renewal.renewed.push((id, *ttl_ms)),
-                        None => renewal.not_found.push(id),
-                    }
-                }
-                Ok(renewal)
-            }
-            Err(status) => Err(status.clone()),
-        };
-        let _ = pending.reply.send(answer);
+        let _ = pending.reply.send(result.clone());
     }
 }

@@ -29,7 +29,14 @@ impl Dedup {
         response: Response,
         capacity: usize,
     ) {
-        while self.by_id.len() >= capacity.max(1) {
+        self.shrink_to(capacity.max(1) - 1);
+        self.by_id.insert(id, (revision, response));
+        self.by_revision.insert(revision, id);
+    }
+
+    /// Evicts the oldest entries until at most `len` remain.
+    pub fn shrink_to(&mut self, len: usize) {
+        while self.by_id.len() > len {
             match self.by_revision.pop_first() {
                 Some((_, oldest)) => {
                     self.by_id.remove(&oldest);
@@ -37,8 +44,6 @@ impl Dedup {
                 None => break,
             }
         }
-        self.by_id.insert(id, (revision, response));
-        self.by_revision.insert(revision, id);
     }
 
     pub fn len(&self) -> usize {

@@ -108,6 +108,8 @@ pub struct RangeResult {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct State {
     limits: Limits,
+    /// Whether `limits` came from a `SetLimits` entry (else they are the defaults).
+    limits_set: bool,
     last_applied: Revision,
     next_lease_id: LeaseId,
     kv: BTreeMap<Vec<u8>, Stored>,
@@ -128,6 +130,7 @@ impl State {
     pub fn new(limits: Limits) -> Self {
         State {
             limits,
+            limits_set: false,
             last_applied: 0,
             next_lease_id: 1,
             kv: BTreeMap::new(),
@@ -140,6 +143,11 @@ impl State {
 
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// Whether the limits were fixed by a replicated `SetLimits` entry.
+    pub fn limits_set(&self) -> bool {
+        self.limits_set
     }
 
     /// The index of the last applied entry: the current revision.
@@ -238,6 +246,14 @@ impl State {
                 self.lock_release(rev, name, *lease, *token, fx)
             }
             Command::LockCancel { name, lease } => Ok(self.lock_cancel(name, *lease)),
+            Command::SetLimits(limits) => {
+                // Bounds apply to what is admitted from now on; what exists stays (a lock may keep
+                // more waiters than a lowered limit allows until they leave).
+                self.limits = limits.clone();
+                self.limits_set = true;
+                self.dedup.shrink_to(limits.dedup_capacity as usize);
+                Ok(Outcome::LimitsSet)
+            }
         }
     }
 
@@ -420,9 +436,6 @@ impl State {
                 {
                     return Err(format!("lock {name:?} waiter {waiter} is not live"));
                 }
-            }
-            if lock.waiters.len() > self.limits.max_waiters_per_lock as usize {
-                return Err(format!("lock {name:?} has too many waiters"));
             }
         }
         self.dedup

@@ -88,7 +88,7 @@ impl Model {
             Ok(()) => self.execute(rev, &request.command, changes),
         };
         if let Some(id) = request.request_id {
-            if self.dedup.len() >= self.limits.dedup_capacity as usize {
+            while self.dedup.len() >= self.limits.dedup_capacity as usize {
                 let _evicted = self.dedup.remove(0);
             }
             self.dedup.push((id, response.clone()));
@@ -442,6 +442,13 @@ impl Model {
                     next: Some((lock.holder, rev)),
                 })
             }
+            Command::SetLimits(limits) => {
+                self.limits = limits.clone();
+                while self.dedup.len() > limits.dedup_capacity as usize {
+                    let _evicted = self.dedup.remove(0);
+                }
+                Ok(Outcome::LimitsSet)
+            }
             Command::LockCancel { name, lease } => {
                 let Some(lock) = self.locks.get_mut(name) else {
                     return Ok(Outcome::Cancelled(CancelOutcome::NotWaiting));
@@ -576,6 +583,8 @@ enum Op {
     Retry,
     /// A log entry with no command (Raft blank or membership entry).
     Blank,
+    /// Replace the limits: 0 = the starting ones, 1 = tighter, 2 = inconsistent (rejected).
+    SetLimits(u8),
 }
 
 fn key() -> impl Strategy<Value = Vec<u8>> {
@@ -668,6 +677,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::SnapshotRestore),
         1 => Just(Op::Retry),
         1 => Just(Op::Blank),
+        1 => (0u8..3).prop_map(Op::SetLimits),
     ]
 }
 
@@ -754,6 +764,21 @@ fn to_command(model: &Model, op: &Op) -> Option<Command> {
             Command::LockRelease { name, lease, token }
         }
         Op::Cancel { name, lease } => Command::LockCancel { name, lease },
+        Op::SetLimits(variant) => Command::SetLimits(match variant {
+            0 => limits(),
+            1 => Limits {
+                max_keys_per_lease: 1,
+                max_waiters_per_lock: 1,
+                max_leases: 3,
+                dedup_capacity: 1,
+                ..limits()
+            },
+            _ => Limits {
+                min_ttl_ms: 10,
+                max_ttl_ms: 5,
+                ..limits()
+            },
+        }),
         Op::SnapshotRestore | Op::Retry | Op::Blank => return None,
     })
 }

@@ -1006,3 +1006,44 @@ fn rejection_messages_name_the_limit() {
     .to_string();
     assert_eq!(message, "limit max_key_bytes exceeded: 5000 > 4096");
 }
+
+#[test]
+fn limits_are_replicated_state() {
+    let mut log = Log::new(Limits::default());
+    assert!(!log.state.limits_set());
+    let tight = Limits {
+        max_key_bytes: 2,
+        dedup_capacity: 1,
+        ..Limits::default()
+    };
+    assert_eq!(
+        log.apply(Command::SetLimits(tight.clone())),
+        Ok(Outcome::LimitsSet)
+    );
+    assert!(log.state.limits_set());
+    assert_eq!(log.state.limits(), &tight);
+    assert_rejected(
+        &mut log,
+        put("abc", "v", 0),
+        Rejection::LimitExceeded {
+            limit: LimitKind::KeyBytes,
+            max: 2,
+            actual: 3,
+        },
+    );
+    let nonsense = Limits {
+        min_ttl_ms: 10,
+        max_ttl_ms: 1,
+        ..Limits::default()
+    };
+    assert_rejected(
+        &mut log,
+        Command::SetLimits(nonsense),
+        Rejection::InvalidArgument(
+            "limits: TTL bounds are inconsistent: min_ttl_ms=10 max_ttl_ms=1".into(),
+        ),
+    );
+    // The limits travel in snapshots.
+    let restored = State::restore(&log.state.snapshot().expect("snapshot")).expect("restore");
+    assert_eq!(restored.limits(), &tight);
+}

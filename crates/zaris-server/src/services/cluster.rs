@@ -195,6 +195,9 @@ impl Cluster for ClusterService {
         &self,
         _request: Request<MemberListRequest>,
     ) -> Result<Response<MemberListResponse>, Status> {
+        // The leader's view, once no change is in flight: the committed membership.
+        self.0.proposer.linearizable().await?;
+        self.settle().await?;
         Ok(Response::new(MemberListResponse {
             header: Some(self.header()),
             members: self.members(),
@@ -213,11 +216,18 @@ impl Cluster for ClusterService {
                 request.address
             )));
         }
-        if self.members().iter().any(|m| m.id == request.id) {
+        if let Some(existing) = self
+            .members()
+            .iter()
+            .find(|m| m.id == request.id || m.address == request.address)
+        {
             return Err(ErrorDetail::new(
                 ErrorCode::MemberExists,
                 Outcome::Definite,
-                format!("member {} already exists", request.id),
+                format!(
+                    "member {} at {} already exists",
+                    existing.id, existing.address
+                ),
             )
             .into_status());
         }

@@ -20,7 +20,7 @@ impl Kv for KvService {
         &self,
         request: Request<RangeRequest>,
     ) -> Result<Response<RangeResponse>, Status> {
-        let query = convert::range_query(request.into_inner(), &self.0.limits, MAX_RANGE_KEYS)?;
+        let query = convert::range_query(request.into_inner(), &self.0.limits()?, MAX_RANGE_KEYS)?;
         // Serializable reads are served from this node's applied state, possibly stale; all
         // others wait until this node is a confirmed leader that applied everything committed.
         if !query.serializable {
@@ -42,7 +42,7 @@ impl Kv for KvService {
     }
 
     async fn put(&self, request: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {
-        let request = convert::put_request(request.into_inner(), &self.0.limits)?;
+        let request = convert::put_request(request.into_inner(), &self.0.limits()?)?;
         let reply = self.0.proposer.propose(request).await?;
         let header = self.0.proposer.header(reply.revision);
         Ok(Response::new(convert::put_response(
@@ -55,7 +55,7 @@ impl Kv for KvService {
         &self,
         request: Request<DeleteRangeRequest>,
     ) -> Result<Response<DeleteRangeResponse>, Status> {
-        let request = convert::delete_request(request.into_inner(), &self.0.limits)?;
+        let request = convert::delete_request(request.into_inner(), &self.0.limits()?)?;
         let reply = self.0.proposer.propose(request).await?;
         let header = self.0.proposer.header(reply.revision);
         Ok(Response::new(convert::delete_response(
@@ -66,7 +66,7 @@ impl Kv for KvService {
 
     async fn txn(&self, request: Request<TxnRequest>) -> Result<Response<TxnResponse>, Status> {
         let (request, shape) =
-            convert::txn_request(request.into_inner(), &self.0.limits, MAX_RANGE_KEYS)?;
+            convert::txn_request(request.into_inner(), &self.0.limits()?, MAX_RANGE_KEYS)?;
         let reply = self.0.proposer.propose(request).await?;
         let header = self.0.proposer.header(reply.revision);
         Ok(Response::new(convert::txn_response(

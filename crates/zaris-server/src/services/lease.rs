@@ -11,7 +11,7 @@ use tracing::debug;
 use zaris_proto::v1::lease_server::Lease;
 use zaris_proto::v1::{
     LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest, LeaseKeepAliveResponse,
-    LeaseListRequest, LeaseListResponse, LeaseRenewed, LeaseRevokeRequest, LeaseRevokeResponse,
+    LeaseListRequest, LeaseListResponse, LeaseRevokeRequest, LeaseRevokeResponse,
     LeaseTimeToLiveRequest, LeaseTimeToLiveResponse,
 };
 
@@ -33,7 +33,7 @@ impl LeaseService {
         context: &NodeContext,
         request: LeaseKeepAliveRequest,
     ) -> Result<LeaseKeepAliveResponse, Status> {
-        let ids = convert::keepalive_ids(&request, &context.limits)?;
+        let ids = convert::keepalive_ids(&request, &context.limits()?)?;
         if ids.is_empty() {
             let revision = context.state.read(|d| d.state.last_applied());
             return Ok(LeaseKeepAliveResponse {
@@ -42,17 +42,13 @@ impl LeaseService {
                 ..LeaseKeepAliveResponse::default()
             });
         }
-        let renewal = context.renewals.renew(ids).await?;
-        Ok(LeaseKeepAliveResponse {
-            header: Some(context.proposer.header(renewal.revision)),
-            seq: request.seq,
-            renewed: renewal
-                .renewed
-                .into_iter()
-                .map(|(id, ttl_ms)| LeaseRenewed { id, ttl_ms })
-                .collect(),
-            not_found: renewal.not_found,
-        })
+        let renewal = context.renewals.renew(ids.clone()).await?;
+        convert::keepalive_response(
+            context.proposer.header(renewal.revision),
+            request.seq,
+            &ids,
+            &renewal.renewals,
+        )
     }
 }
 
@@ -62,7 +58,7 @@ impl Lease for LeaseService {
         &self,
         request: Request<LeaseGrantRequest>,
     ) -> Result<Response<LeaseGrantResponse>, Status> {
-        let request = convert::grant_request(request.into_inner(), &self.0.limits)?;
+        let request = convert::grant_request(request.into_inner(), &self.0.limits()?)?;
         let reply = self.0.proposer.propose(request).await?;
         let header = self.0.proposer.header(reply.revision);
         Ok(Response::new(convert::grant_response(
@@ -75,7 +71,7 @@ impl Lease for LeaseService {
         &self,
         request: Request<LeaseRevokeRequest>,
     ) -> Result<Response<LeaseRevokeResponse>, Status> {
-        let request = convert::revoke_request(request.into_inner(), &self.0.limits)?;
+        let request = convert::revoke_request(request.into_inner(), &self.0.limits()?)?;
         let reply = self.0.proposer.propose(request).await?;
         let header = self.0.proposer.header(reply.revision);
         Ok(Response::new(convert::revoke_response(

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use tonic::{Request, Response, Status};
-use zaris_core::{CancelOutcome, Command, LockOutcome, Outcome};
+use zaris_core::{LockOutcome, Outcome};
 use zaris_proto::v1::lock_server::Lock;
 use zaris_proto::v1::{
     LockRequest, LockResponse, LockResult, LockStatusRequest, LockStatusResponse, UnlockRequest,
@@ -13,7 +13,7 @@ use zaris_proto::v1::{
 use super::NodeContext;
 use crate::config::MAX_LOCK_WAIT_MS;
 use crate::convert;
-use crate::locks::Wake;
+use crate::locks::{Registration, Wake};
 
 #[derive(Clone, Debug)]
 pub struct LockService(pub NodeContext);
@@ -28,25 +28,24 @@ impl LockService {
         }
     }
 
-    /// The wait timed out: withdraw from the queue. If the lock was handed over in the meantime,
-    /// the withdrawal says so and the caller holds it after all.
-    async fn give_up(
-        &self,
-        name: &str,
-        lease: u64,
-        queued: LockResponse,
-    ) -> Result<LockResponse, Status> {
-        let cancel = zaris_core::Request::new(Command::LockCancel {
-            name: name.to_string(),
-            lease,
-        });
-        let reply = self.0.proposer.propose(cancel).await?;
-        match reply.response {
-            Ok(Outcome::Cancelled(CancelOutcome::Held { token })) => {
-                Ok(self.held(reply.revision, token))
+    /// A QUEUED answer from this node's applied state: who holds the lock, where the lease is.
+    fn queued(&self, name: &str, lease: u64, mut answer: LockResponse) -> LockResponse {
+        let (info, revision) = self
+            .0
+            .state
+            .read(|d| (d.state.lock(name), d.state.last_applied()));
+        if let Some(info) = info {
+            // The hand-over may have applied just as the wait ended.
+            if info.holder == lease {
+                return self.held(revision, info.token);
             }
-            _ => Ok(queued),
+            answer.holder_lease = info.holder;
+            if let Some(at) = info.waiters.iter().position(|w| *w == lease) {
+                answer.queue_position = at as u64 + 1;
+            }
         }
+        answer.header = Some(self.0.proposer.header(revision));
+        answer
     }
 }
 
@@ -56,14 +55,18 @@ impl Lock for LockService {
         let request = request.into_inner();
         let wait_ms = convert::lock_wait_ms(&request, MAX_LOCK_WAIT_MS)?;
         let (name, lease) = (request.name.clone(), request.lease);
-        let acquire = convert::lock_request(request, &self.0.limits)?;
+        let acquire = convert::lock_request(request, &self.0.limits()?)?;
         // Register before proposing: the hand-over may apply right after our own entry.
-        let woken = (wait_ms > 0).then(|| self.0.waiters.register(&name, lease));
-        let reply = self.0.proposer.propose(acquire).await;
-        let reply = match reply {
+        let registration = (wait_ms > 0).then(|| self.0.waiters.register(&name, lease));
+        let forget = |registration: &Option<Registration>| {
+            if let Some(registration) = registration {
+                self.0.waiters.forget(&name, lease, registration.id);
+            }
+        };
+        let reply = match self.0.proposer.propose(acquire).await {
             Ok(reply) => reply,
             Err(status) => {
-                self.0.waiters.forget(&name, lease);
+                forget(&registration);
                 return Err(status);
             }
         };
@@ -73,13 +76,17 @@ impl Lock for LockService {
         );
         let answer =
             convert::lock_response(self.0.proposer.header(reply.revision), reply.response)?;
-        let Some(woken) = woken.filter(|_| queued) else {
-            self.0.waiters.forget(&name, lease);
+        if !queued {
+            forget(&registration);
             return Ok(Response::new(answer));
+        }
+        let Some(registration) = registration else {
+            return Ok(Response::new(self.queued(&name, lease, answer)));
         };
+        let wait = tokio::time::timeout(Duration::from_millis(wait_ms), registration.woken);
         let wake = tokio::select! {
             _ = self.0.shutdown.cancelled() => None,
-            woken = tokio::time::timeout(Duration::from_millis(wait_ms), woken) => woken.ok().and_then(Result::ok),
+            woken = wait => woken.ok().and_then(Result::ok),
         };
         match wake {
             Some(Wake::Acquired(token)) => {
@@ -91,9 +98,11 @@ impl Lock for LockService {
                 result: LockResult::LeaseNotFound.into(),
                 ..LockResponse::default()
             })),
+            // Timed out (or stopping): the lease stays queued and gets the lock in turn; the
+            // caller calls Lock again to wait more, or Unlock to withdraw.
             None => {
-                self.0.waiters.forget(&name, lease);
-                Ok(Response::new(self.give_up(&name, lease, answer).await?))
+                self.0.waiters.forget(&name, lease, registration.id);
+                Ok(Response::new(self.queued(&name, lease, answer)))
             }
         }
     }
@@ -102,7 +111,7 @@ impl Lock for LockService {
         &self,
         request: Request<UnlockRequest>,
     ) -> Result<Response<UnlockResponse>, Status> {
-        let request = convert::unlock_request(request.into_inner(), &self.0.limits)?;
+        let request = convert::unlock_request(request.into_inner(), &self.0.limits()?)?;
         let reply = self.0.proposer.propose(request).await?;
         let header = self.0.proposer.header(reply.revision);
         Ok(Response::new(convert::unlock_response(

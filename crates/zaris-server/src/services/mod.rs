@@ -34,13 +34,27 @@ pub struct NodeContext {
     pub clock: Arc<dyn Clock>,
     pub waiters: Arc<LockWaiters>,
     pub renewals: RenewBatcher,
-    pub limits: Limits,
     /// Tasks a handler starts (stream pumps) are tracked and stop with the node.
     pub tasks: TaskTracker,
     pub shutdown: CancellationToken,
 }
 
 impl NodeContext {
+    /// The cluster's limits, as replicated in the state: every request is checked against them
+    /// before it is proposed (and again when applied).
+    ///
+    /// Until the first leader has set them, requests are refused as retryable (NO_LEADER).
+    pub fn limits(&self) -> Result<Limits, tonic::Status> {
+        let (set, limits) = self
+            .state
+            .read(|d| (d.state.limits_set(), d.state.limits().clone()));
+        if set {
+            Ok(limits)
+        } else {
+            Err(crate::errors::initializing())
+        }
+    }
+
     /// Milliseconds until this node's lessor considers the lease overdue.
     pub fn remaining_ms(&self, id: zaris_core::LeaseId) -> u64 {
         let now_ms = self.clock.now_ms();
@@ -65,5 +79,6 @@ pub fn command_name(command: &Command) -> &'static str {
         Command::LockAcquire { .. } => "lock",
         Command::LockRelease { .. } => "unlock",
         Command::LockCancel { .. } => "lock_cancel",
+        Command::SetLimits(_) => "set_limits",
     }
 }

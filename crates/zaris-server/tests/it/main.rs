@@ -5,4 +5,5 @@ mod cluster;
 mod failover;
 mod input;
 mod leases;
+mod locks;
 mod membership;
