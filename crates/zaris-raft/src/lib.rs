@@ -28,16 +28,32 @@ pub async fn open(
     observer: Arc<dyn ApplyObserver>,
     limits: zaris_core::Limits,
 ) -> io::Result<(LogStore, StateMachineStore)> {
-    let db = {
-        let dir = dir.to_path_buf();
-        tokio::task::spawn_blocking(move || sled::Config::new().path(dir).open())
-            .await
-            .map_err(io::Error::other)?
-            .map_err(io::Error::other)?
-    };
+    let db = open_db(dir).await?;
     let log = LogStore::new(db.clone())?;
     let sm = StateMachineStore::new(db, observer, limits)?;
     Ok((log, sm))
+}
+
+/// Opens the sled database. A handle to it that is still being dropped in this process (a node
+/// restarted in-process) holds its file lock for a moment: wait for it, briefly.
+async fn open_db(dir: &Path) -> io::Result<sled::Db> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let path = dir.to_path_buf();
+        let opened = tokio::task::spawn_blocking(move || sled::Config::new().path(path).open())
+            .await
+            .map_err(io::Error::other)?;
+        match opened {
+            Ok(db) => return Ok(db),
+            Err(sled::Error::Io(e))
+                if e.to_string().contains("could not acquire lock")
+                    && std::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            Err(e) => return Err(io::Error::other(e)),
+        }
+    }
 }
 
 pub(crate) fn io_err<E: std::fmt::Display>(what: &str, e: E) -> io::Error {

@@ -4,11 +4,13 @@
 use std::fmt::Debug;
 use std::io;
 use std::ops::{Bound, RangeBounds};
+use std::sync::{Arc, Weak};
 
 use openraft::storage::{IOFlushed, RaftLogStorage};
 use openraft::{LogState, OptionalSend, RaftLogReader};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
 use zaris_core::codec;
 
 use crate::io_err;
@@ -21,9 +23,37 @@ const COMMITTED: &str = "committed";
 /// Handle to the log; clones share the same trees, so a reader created earlier sees later appends.
 #[derive(Clone, Debug)]
 pub struct LogStore {
-    db: sled::Db,
+    /// Shared with the flusher only weakly, so dropping the last log handle closes the database.
+    db: Arc<sled::Db>,
     log: sled::Tree,
     meta: sled::Tree,
+    flusher: mpsc::Sender<IOFlushed<TypeConfig>>,
+}
+
+/// Appends waiting for their fsync; bounds the entries openraft can have in flight here.
+const PENDING_FLUSHES: usize = 1_024;
+
+/// Group commit at the disk: one fsync covers every append that arrived while the previous one
+/// ran (sled's flush makes everything written before it durable). Each append's callback fires
+/// only after an fsync that started after the append was written. The task ends when the last
+/// handle to the log is dropped.
+async fn flush_loop(db: Weak<sled::Db>, mut pending: mpsc::Receiver<IOFlushed<TypeConfig>>) {
+    while let Some(first) = pending.recv().await {
+        let mut callbacks = vec![first];
+        while let Ok(next) = pending.try_recv() {
+            callbacks.push(next);
+        }
+        let result = match db.upgrade() {
+            Some(db) => db.flush_async().await,
+            None => Err(sled::Error::ReportableBug("log closed before fsync".into())),
+        };
+        for callback in callbacks {
+            callback.io_completed(match &result {
+                Ok(_) => Ok(()),
+                Err(e) => Err(io_err("fsync", e)),
+            });
+        }
+    }
 }
 
 fn index_key(index: u64) -> [u8; 8] {
@@ -38,7 +68,15 @@ impl LogStore {
         let meta = db
             .open_tree("raft_meta")
             .map_err(|e| io_err("open meta tree", e))?;
-        Ok(LogStore { db, log, meta })
+        let db = Arc::new(db);
+        let (flusher, pending) = mpsc::channel(PENDING_FLUSHES);
+        tokio::spawn(flush_loop(Arc::downgrade(&db), pending));
+        Ok(LogStore {
+            db,
+            log,
+            meta,
+            flusher,
+        })
     }
 
     fn get_meta<T: DeserializeOwned>(&self, key: &str) -> io::Result<Option<T>> {
@@ -174,17 +212,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .apply_batch(batch)
             .map_err(|e| io_err("append", e))?;
         // The entries are readable now; they count as persisted (and may be acknowledged) only
-        // once they are on disk.
-        match self.fsync().await {
-            Ok(()) => {
-                callback.io_completed(Ok(()));
-                Ok(())
-            }
-            Err(e) => {
-                callback.io_completed(Err(io::Error::new(e.kind(), e.to_string())));
-                Err(e)
-            }
-        }
+        // once the flusher has had them fsync'd. Returning before that lets openraft hand over
+        // the next append while this one's fsync runs.
+        self.flusher
+            .send(callback)
+            .await
+            .map_err(|_| io_err("append", "the log flusher stopped"))
     }
 
     async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> Result<(), io::Error> {

@@ -3,6 +3,7 @@
 
 mod cluster;
 mod failover;
+mod http;
 mod input;
 mod leases;
 mod locks;

@@ -1,0 +1,67 @@
+//! `zaris-bench`: measures a local 3-node cluster of real `zaris serve` processes on 127.0.0.1.
+//!
+//! Figures, not assertions: tests never assert timings. Run it in release mode:
+//! `cargo run --release -p zaris-bench -- --zaris target/release/zaris`.
+
+mod cluster;
+mod memory;
+mod workloads;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+#[derive(Parser, Debug)]
+#[command(about = "Load figures for a local 3-node Zaris cluster")]
+struct Args {
+    /// The `zaris` binary to run (build it with `cargo build --release -p zaris`).
+    #[arg(long, default_value = "target/release/zaris")]
+    zaris: PathBuf,
+    /// Seconds per throughput workload.
+    #[arg(long, default_value_t = 5)]
+    seconds: u64,
+    /// Concurrent clients for grants and puts.
+    #[arg(long, default_value_t = 16)]
+    clients: usize,
+    /// Leases kept alive in the keepalive workload.
+    #[arg(long, default_value_t = 10_000)]
+    keepalive_leases: usize,
+    /// Leases expiring together in the burst workload.
+    #[arg(long, default_value_t = 20_000)]
+    burst_leases: usize,
+    /// Leases (each with one bound key) in the in-memory state-size measurement.
+    #[arg(long, default_value_t = 1_000_000)]
+    memory_leases: u64,
+    /// Cluster size: 1 or 3.
+    #[arg(long, default_value_t = 3)]
+    nodes: u64,
+    /// Skip the cluster workloads (memory only).
+    #[arg(long)]
+    memory_only: bool,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    // Memory first, in a fresh process state, before the runtime and clients allocate.
+    memory::report(args.memory_leases);
+    if args.memory_only {
+        return Ok(());
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let root = tempfile::tempdir()?;
+        let cluster = cluster::Cluster::start(&args.zaris, root.path(), args.nodes).await?;
+        let client = cluster.client().await?;
+        let duration = Duration::from_secs(args.seconds);
+        workloads::grants(&client, args.clients, duration).await?;
+        workloads::puts_with_lease(&client, args.clients, duration).await?;
+        workloads::keepalives(&client, args.keepalive_leases, duration).await?;
+        workloads::expiry_lag(&client, 200).await?;
+        workloads::revoke_burst(&client, args.burst_leases).await?;
+        drop(cluster);
+        Ok(())
+    })
+}

@@ -1,0 +1,65 @@
+//! What a million leases, each with a bound key, cost in the state machine and the lessor: the
+//! in-memory part of a node (sled's page cache and the log come on top).
+
+use zaris_core::{Command, Lessor, LessorConfig, Limits, Outcome, Request, State};
+
+fn resident_bytes() -> u64 {
+    // /proc/self/statm: size resident shared ... in pages.
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u64>().ok())
+        })
+        .map_or(0, |pages| pages * 4096)
+}
+
+pub fn report(leases: u64) {
+    let before = resident_bytes();
+    let mut state = State::new(Limits::default());
+    let mut lessor = Lessor::new(LessorConfig::default());
+    let mut index = 1;
+    let started = std::time::Instant::now();
+    for i in 0..leases {
+        let grant = state.apply(
+            index,
+            &Request::new(Command::Grant {
+                id: 0,
+                ttl_ms: 10_000,
+            }),
+        );
+        index += 1;
+        let Ok(Outcome::Granted { id, .. }) = grant.response else {
+            println!("memory: grant {i} failed: {:?}", grant.response);
+            return;
+        };
+        for effect in &grant.effects.leases {
+            lessor.observe(i, effect);
+        }
+        let put = Request::new(Command::Put {
+            key: format!("workers/{id:016x}").into_bytes(),
+            value: b"10.0.0.1:8080".to_vec(),
+            lease: id,
+            guard: None,
+            prev_kv: false,
+        });
+        state.apply(index, &put);
+        index += 1;
+    }
+    let after = resident_bytes();
+    let used = after.saturating_sub(before);
+    println!(
+        "memory: {leases} leases with one bound key each: {:.0} MiB resident for state + lessor \
+         ({} bytes per lease), built in {:.1} s",
+        used as f64 / (1024.0 * 1024.0),
+        used / leases.max(1),
+        started.elapsed().as_secs_f64()
+    );
+    let snapshot = state.snapshot().map(|s| s.len()).unwrap_or(0);
+    println!(
+        "memory: snapshot of that state: {:.0} MiB",
+        snapshot as f64 / (1024.0 * 1024.0)
+    );
+    drop(lessor);
+}

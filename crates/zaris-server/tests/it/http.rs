@@ -1,0 +1,82 @@
+//! The HTTP side door: Prometheus metrics named `zaris_*`, liveness, readiness.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use zaris_client::PutOptions;
+use zaris_server::{MonotonicClock, Node};
+
+use crate::cluster::{config, eventually};
+
+async fn get(addr: std::net::SocketAddr, path: &str) -> String {
+    let mut socket = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    socket.write_all(request.as_bytes()).await.expect("write");
+    let mut response = String::new();
+    socket.read_to_string(&mut response).await.expect("read");
+    response
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_health_and_readiness_are_served_over_http() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut node_config = config(1, dir.path().join("node-1"));
+    node_config.http_listen = Some("127.0.0.1:0".parse().expect("addr"));
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let node =
+        Node::start_with_listener(node_config, listener, Arc::new(MonotonicClock::default()))
+            .await
+            .expect("start");
+    let http = node.http_addr.expect("http address");
+
+    assert!(get(http, "/health").await.starts_with("HTTP/1.1 200"));
+    eventually("readiness", Duration::from_secs(10), || async {
+        get(http, "/ready")
+            .await
+            .starts_with("HTTP/1.1 200")
+            .then_some(())
+    })
+    .await;
+
+    let client = zaris_client::Client::connect([node.addr.to_string()])
+        .await
+        .expect("client");
+    let lease = client.grant(Duration::from_secs(30)).await.expect("grant");
+    client
+        .put(
+            "k",
+            "v",
+            PutOptions {
+                lease: Some(lease.id),
+                ..PutOptions::default()
+            },
+        )
+        .await
+        .expect("put");
+    let metrics = get(http, "/metrics").await;
+    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    for name in [
+        "zaris_applied_entries_total",
+        "zaris_leases_granted_total",
+        "zaris_proposals_total",
+        "zaris_is_raft_leader",
+    ] {
+        assert!(metrics.contains(name), "{name} missing from /metrics");
+    }
+    let body = metrics.split("\r\n\r\n").nth(1).unwrap_or_default();
+    let samples: Vec<&str> = body
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    assert!(!samples.is_empty());
+    for sample in samples {
+        // Chunked transfer encoding interleaves hex chunk sizes; skip those.
+        if sample.chars().all(|c| c.is_ascii_hexdigit()) {
+            continue;
+        }
+        assert!(sample.starts_with("zaris_"), "unprefixed metric: {sample}");
+    }
+    node.shutdown().await;
+}
