@@ -157,6 +157,25 @@ pub enum TxnOp {
     },
 }
 
+impl Command {
+    /// A short, stable name for logs and metric labels (never the command's data).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Grant { .. } => "grant",
+            Command::Renew { .. } => "renew",
+            Command::Revoke { .. } => "revoke",
+            Command::Expire { .. } => "expire",
+            Command::Put { .. } => "put",
+            Command::Delete { .. } => "delete",
+            Command::Txn(_) => "txn",
+            Command::LockAcquire { .. } => "lock",
+            Command::LockRelease { .. } => "unlock",
+            Command::LockCancel { .. } => "lock_cancel",
+            Command::SetLimits(_) => "set_limits",
+        }
+    }
+}
+
 impl Request {
     /// Stateless validation: sizes, ranges, counts. Run before proposing; the state machine runs it
     /// again on apply.

@@ -12,20 +12,7 @@ pub struct Proposal(pub Request);
 impl fmt::Display for Proposal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Entries are logged by openraft; keep values out of logs.
-        let kind = match &self.0.command {
-            zaris_core::Command::Grant { .. } => "grant",
-            zaris_core::Command::Renew { .. } => "renew",
-            zaris_core::Command::Revoke { .. } => "revoke",
-            zaris_core::Command::Expire { .. } => "expire",
-            zaris_core::Command::Put { .. } => "put",
-            zaris_core::Command::Delete { .. } => "delete",
-            zaris_core::Command::Txn(_) => "txn",
-            zaris_core::Command::LockAcquire { .. } => "lock-acquire",
-            zaris_core::Command::LockRelease { .. } => "lock-release",
-            zaris_core::Command::LockCancel { .. } => "lock-cancel",
-            zaris_core::Command::SetLimits(_) => "set-limits",
-        };
-        f.write_str(kind)
+        f.write_str(self.0.command.name())
     }
 }
 

@@ -37,7 +37,7 @@ impl Proposer {
 
     /// Proposes one request and waits until it is committed and applied on this node.
     pub async fn propose(&self, request: Request) -> Result<Reply, Status> {
-        let command = crate::services::command_name(&request.command);
+        let command = request.command.name();
         let write = self.raft.client_write(Proposal(request));
         let result = match tokio::time::timeout(self.timeout, write).await {
             Ok(result) => result,

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use zaris_core::{Command, Lessor, Limits};
+use zaris_core::{Lessor, Limits};
 use zaris_raft::StateHandle;
 
 use crate::clock::Clock;
@@ -63,22 +63,5 @@ impl NodeContext {
             .unwrap_or_else(|p| p.into_inner())
             .remaining_ms(now_ms, id)
             .unwrap_or(0)
-    }
-}
-
-/// A short, bounded label for metrics.
-pub fn command_name(command: &Command) -> &'static str {
-    match command {
-        Command::Grant { .. } => "grant",
-        Command::Renew { .. } => "renew",
-        Command::Revoke { .. } => "revoke",
-        Command::Expire { .. } => "expire",
-        Command::Put { .. } => "put",
-        Command::Delete { .. } => "delete",
-        Command::Txn(_) => "txn",
-        Command::LockAcquire { .. } => "lock",
-        Command::LockRelease { .. } => "unlock",
-        Command::LockCancel { .. } => "lock_cancel",
-        Command::SetLimits(_) => "set_limits",
     }
 }
