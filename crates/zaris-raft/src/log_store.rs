@@ -112,24 +112,13 @@ impl LogStore {
     fn decode_entry(bytes: &[u8]) -> io::Result<Entry> {
         codec::decode(bytes, codec::MAX_MESSAGE_BYTES).map_err(|e| io_err("decode log entry", e))
     }
-
-    /// The index of the last entry in the log, for tests and diagnostics.
-    pub fn last_index(&self) -> io::Result<Option<u64>> {
-        Ok(self
-            .log
-            .last()
-            .map_err(|e| io_err("read log", e))?
-            .map(|(k, _)| index_from_key(&k))
-            .transpose()?
-            .flatten())
-    }
 }
 
-fn index_from_key(key: &[u8]) -> io::Result<Option<u64>> {
+fn index_from_key(key: &[u8]) -> io::Result<u64> {
     let bytes: [u8; 8] = key
         .try_into()
         .map_err(|_| io_err("log key", format!("{} bytes, expected 8", key.len())))?;
-    Ok(Some(u64::from_be_bytes(bytes)))
+    Ok(u64::from_be_bytes(bytes))
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {
@@ -145,7 +134,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
         let mut entries = Vec::new();
         for item in self.log.range(index_key(start)..) {
             let (key, value) = item.map_err(|e| io_err("read log", e))?;
-            let index = index_from_key(&key)?.unwrap_or(0);
+            let index = index_from_key(&key)?;
             if !range.contains(&index) {
                 break;
             }

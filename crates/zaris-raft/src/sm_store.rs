@@ -249,13 +249,13 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     ) -> Result<(), io::Error> {
         let state = State::restore(&snapshot).map_err(|e| io_err("restore snapshot", e))?;
         self.files.save(meta, &snapshot).await?;
-        {
-            let mut data = self.write();
-            data.state = state;
-            data.last_applied = meta.last_log_id;
-            data.membership = meta.last_membership.clone();
-        }
-        self.handle().read(|d| self.observer.restored(&d.state));
+        // Outside the state lock, like every observer call (apply waits for install anyway).
+        self.observer.restored(&state);
+        let mut data = self.write();
+        data.state = state;
+        data.last_applied = meta.last_log_id;
+        data.membership = meta.last_membership.clone();
+        drop(data);
         tracing::info!(last_log_id = ?meta.last_log_id, "snapshot installed");
         Ok(())
     }

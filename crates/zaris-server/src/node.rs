@@ -310,9 +310,4 @@ impl NodeHandle {
         }
         info!(node_id = self.node_id, "node stopped");
     }
-
-    /// Resolves when the node was asked to stop (e.g. by a signal handler elsewhere).
-    pub fn stop_token(&self) -> CancellationToken {
-        self.shutdown.clone()
-    }
 }

@@ -53,22 +53,24 @@ impl Proposer {
                     .increment(1);
                 Ok(response.data)
             }
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
-                metrics::counter!(m::PROPOSALS, "command" => command, "outcome" => "redirected")
-                    .increment(1);
-                Err(self.redirect(&forward))
-            }
             Err(error) => {
-                metrics::counter!(m::PROPOSALS, "command" => command, "outcome" => "failed")
+                let (outcome, status) = self.write_error(error);
+                metrics::counter!(m::PROPOSALS, "command" => command, "outcome" => outcome)
                     .increment(1);
-                Err(Self::write_error(error))
+                Err(status)
             }
         }
     }
 
-    fn write_error(error: RaftError<TypeConfig, ClientWriteError<TypeConfig>>) -> Status {
-        match error {
-            RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => errors::no_leader(),
+    /// The metric outcome and the client's status for a failed write.
+    fn write_error(
+        &self,
+        error: RaftError<TypeConfig, ClientWriteError<TypeConfig>>,
+    ) -> (&'static str, Status) {
+        let status = match error {
+            RaftError::APIError(ClientWriteError::ForwardToLeader(forward)) => {
+                return ("redirected", self.redirect(&forward));
+            }
             // The entry was appended, then dropped by a leader change: it may still commit.
             RaftError::APIError(ClientWriteError::LogEntryDiscarded(_)) => {
                 errors::indeterminate("leadership changed before the request committed")
@@ -78,7 +80,8 @@ impl Proposer {
                 | ClientWriteError::PreconditionFailed(_)),
             ) => errors::internal(format!("unexpected write error: {e}")),
             RaftError::Fatal(fatal) => errors::internal(format!("raft stopped: {fatal}")),
-        }
+        };
+        ("failed", status)
     }
 
     /// Waits until this node may serve a linearizable read: it is the leader, a quorum confirmed
