@@ -13,6 +13,7 @@ use zaris_proto::v1::{ErrorCode, Outcome, RequestId, ResponseHeader};
 use crate::backoff::{Backoff, jitter};
 use crate::endpoint::{Endpoints, parse_endpoint};
 use crate::error::{Error, RpcError};
+use crate::keepalive::Slot;
 
 /// Default for [`ClientOptions::connect_timeout`].
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -24,6 +25,9 @@ pub const DEFAULT_RETRY_DEADLINE: Duration = Duration::from_secs(10);
 pub const DEFAULT_INITIAL_BACKOFF: Duration = Duration::from_millis(50);
 /// Default for [`ClientOptions::max_backoff`].
 pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Default for [`ClientOptions::drift_permille`]: 5% of a lease's TTL.
+pub const DEFAULT_DRIFT_PERMILLE: u32 = 50;
 
 /// Stand-in for "no deadline" (an `Instant` cannot be pushed arbitrarily far).
 const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
@@ -45,6 +49,10 @@ pub struct ClientOptions {
     pub initial_backoff: Duration,
     /// Cap on the delay between retries (it doubles from `initial_backoff`).
     pub max_backoff: Duration,
+    /// Share of a lease's TTL, in parts per thousand, that a [`Lease`](crate::Lease) keeps as a
+    /// margin for the client's clock running slower than the leader's: the safe deadline is
+    /// `send time of the last acknowledged renewal + TTL * (1000 - drift_permille) / 1000`.
+    pub drift_permille: u32,
 }
 
 impl Default for ClientOptions {
@@ -55,6 +63,7 @@ impl Default for ClientOptions {
             retry_deadline: DEFAULT_RETRY_DEADLINE,
             initial_backoff: DEFAULT_INITIAL_BACKOFF,
             max_backoff: DEFAULT_MAX_BACKOFF,
+            drift_permille: DEFAULT_DRIFT_PERMILLE,
         }
     }
 }
@@ -75,6 +84,12 @@ impl ClientOptions {
     /// Sets [`ClientOptions::retry_deadline`].
     pub fn with_retry_deadline(mut self, deadline: Duration) -> Self {
         self.retry_deadline = deadline;
+        self
+    }
+
+    /// Sets [`ClientOptions::drift_permille`] (values above 1000 make every lease expire at once).
+    pub fn with_drift_permille(mut self, drift_permille: u32) -> Self {
+        self.drift_permille = drift_permille;
         self
     }
 
@@ -111,6 +126,8 @@ struct Inner {
     keepalive_seq: AtomicU64,
     /// First non-zero cluster id seen in a response; 0 until then.
     cluster_id: AtomicU64,
+    /// The background keepalive task of this client's [`Lease`](crate::Lease) handles.
+    keepalive: Slot,
 }
 
 /// How the retry loop may treat one kind of call.
@@ -221,6 +238,7 @@ has_header!(
     pb::MemberAddResponse,
     pb::MemberPromoteResponse,
     pb::MemberRemoveResponse,
+    pb::WatchResponse,
 );
 
 impl Client {
@@ -253,6 +271,7 @@ impl Client {
                 request_seq: AtomicU64::new(0),
                 keepalive_seq: AtomicU64::new(0),
                 cluster_id: AtomicU64::new(0),
+                keepalive: Slot::default(),
             }),
         })
     }
@@ -284,6 +303,14 @@ impl Client {
             client_id: self.inner.client_id,
             seq: self.inner.request_seq.fetch_add(1, Ordering::Relaxed) + 1,
         }
+    }
+
+    pub(crate) fn endpoints_ref(&self) -> &Endpoints {
+        &self.inner.endpoints
+    }
+
+    pub(crate) fn keepalive_slot(&self) -> &Slot {
+        &self.inner.keepalive
     }
 
     /// A fresh `seq` for a KeepAlive request.
@@ -410,7 +437,11 @@ impl Client {
     }
 
     /// Remembers the first cluster id seen, and refuses answers from any other cluster.
-    fn check_cluster<Resp: HasHeader>(&self, response: &Resp, endpoint: &str) -> Result<(), Error> {
+    pub(crate) fn check_cluster<Resp: HasHeader>(
+        &self,
+        response: &Resp,
+        endpoint: &str,
+    ) -> Result<(), Error> {
         let Some(actual) = response
             .header()
             .map(|h| h.cluster_id)

@@ -8,6 +8,11 @@ use tonic::transport::{Channel, Endpoint, Uri};
 use crate::error::Error;
 
 /// Most endpoints a client keeps; redirects to further new addresses are not cached.
+/// Interval of HTTP/2 pings on every connection.
+const HTTP2_PING_INTERVAL: Duration = Duration::from_secs(5);
+/// A connection whose ping is not answered within this is closed.
+const HTTP2_PING_TIMEOUT: Duration = Duration::from_secs(5);
+
 pub(crate) const MAX_ENDPOINTS: usize = 64;
 
 /// A validated endpoint: `uri` is `http://host:port`, `authority` is `host:port`.
@@ -229,9 +234,14 @@ fn lazy_channel(address: &Address, connect_timeout: Duration) -> Result<Channel,
             endpoint: address.authority.clone(),
             reason: err.to_string(),
         })?;
+    // HTTP/2 pings find a member that stopped answering (paused, or cut off without a reset)
+    // under a long-lived stream (KeepAlive, Watch) that would otherwise wait forever.
     Ok(endpoint
         .connect_timeout(connect_timeout)
         .tcp_nodelay(true)
+        .http2_keep_alive_interval(HTTP2_PING_INTERVAL)
+        .keep_alive_timeout(HTTP2_PING_TIMEOUT)
+        .keep_alive_while_idle(true)
         .connect_lazy())
 }
 

@@ -55,6 +55,42 @@ pub enum Error {
         /// The endpoint ("host:port").
         endpoint: String,
     },
+    /// A request was refused before anything was sent (for example an empty name).
+    #[error("invalid argument: {reason}")]
+    InvalidArgument {
+        /// What is wrong.
+        reason: String,
+    },
+    /// A watch could not resume: the events from `requested` on are no longer retained (the
+    /// oldest available revision is `compact_revision`). Re-read the keys and watch again.
+    #[error(
+        "watch from revision {requested} is no longer possible: history starts at revision \
+         {compact_revision}; re-read and watch again"
+    )]
+    Compacted {
+        /// The revision the watch needed next.
+        requested: u64,
+        /// The oldest revision still available.
+        compact_revision: u64,
+    },
+    /// The lease a lock, election or presence call relies on has expired or was revoked, so the
+    /// call did not proceed.
+    #[error("lease {id} is no longer valid ({reason})")]
+    LeaseLost {
+        /// The lease.
+        id: u64,
+        /// Why it is gone.
+        reason: String,
+    },
+    /// A fenced write or release was refused: lock `lock` is no longer held with `token`.
+    /// Nothing was written.
+    #[error("lock {lock:?} is no longer held with token {token}; nothing was written")]
+    NotHeld {
+        /// The lock name.
+        lock: String,
+        /// The fencing token that no longer holds it.
+        token: u64,
+    },
     /// A successful response that breaks the wire contract (for example a result value this
     /// client does not know). Indeterminate.
     #[error("unexpected response from {endpoint}: {reason}")]
@@ -76,7 +112,11 @@ impl Error {
     /// [`Outcome::Indeterminate`] (it may have). Never [`Outcome::Unspecified`].
     pub fn outcome(&self) -> Outcome {
         match self {
-            Error::InvalidEndpoint { .. } => Outcome::Definite,
+            Error::InvalidEndpoint { .. }
+            | Error::InvalidArgument { .. }
+            | Error::Compacted { .. }
+            | Error::LeaseLost { .. }
+            | Error::NotHeld { .. } => Outcome::Definite,
             Error::Rpc(rpc) => rpc.outcome(),
             Error::DeadlineExhausted { outcome, .. } => *outcome,
             Error::ClusterMismatch { .. } | Error::Protocol { .. } => Outcome::Indeterminate,

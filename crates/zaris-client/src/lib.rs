@@ -33,18 +33,30 @@
 mod backoff;
 mod client;
 mod cluster;
+mod election;
 mod endpoint;
 mod error;
+mod keepalive;
 mod kv;
 mod lease;
+mod lease_handle;
 mod lock;
+mod lock_guard;
+mod presence;
+mod watch;
 
 pub use client::{
-    Client, ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_BACKOFF,
-    DEFAULT_REQUEST_TIMEOUT, DEFAULT_RETRY_DEADLINE,
+    Client, ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_DRIFT_PERMILLE,
+    DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_REQUEST_TIMEOUT, DEFAULT_RETRY_DEADLINE,
 };
+pub use election::{Election, Incumbent, LeaderObserver, Leadership};
 pub use error::{Error, RpcError};
+pub use keepalive::{ExpiredReason, LeaseState, MAX_IDS_PER_RENEWAL};
 pub use kv::{DeleteOptions, PutOptions, RangeOptions};
 pub use lease::LeaseGrant;
+pub use lease_handle::Lease;
+pub use lock_guard::LockGuard;
+pub use presence::{Member, Presence, PresenceEvent, PresenceWatch};
+pub use watch::{EventKind, WatchEvent, WatchOptions, Watcher};
 /// The wire types, re-exported so callers need not depend on `zaris-proto` directly.
 pub use zaris_proto::v1 as proto;

@@ -31,6 +31,22 @@ pub const MAX_LEASE_LIST: usize = 10_000;
 pub const MAX_RANGE_KEYS: u64 = 10_000;
 /// Entries between snapshots.
 pub const DEFAULT_SNAPSHOT_ENTRIES: u64 = 50_000;
+/// Default for [`NodeConfig::watch_history_max_events`]: most events a node keeps for watchers.
+/// A watch cannot start further back (COMPACTED), and one that falls this far behind is canceled
+/// (SLOW_CONSUMER).
+pub const WATCH_HISTORY_MAX_EVENTS: usize = 100_000;
+/// Default for [`NodeConfig::watch_history_max_bytes`]: most bytes of watch history, estimated
+/// from keys, values and previous values. All watchers on a node share this one history, so slow
+/// watchers cost the node no more than it (plus each stream's small response buffer).
+pub const WATCH_HISTORY_MAX_BYTES: usize = 64 * 1024 * 1024;
+/// Most open watches on one Watch stream; a create beyond it is canceled with CAPACITY_EXCEEDED.
+pub const MAX_WATCHES_PER_STREAM: usize = 1_000;
+/// Most events in one WatchResponse. A revision is never split over responses (a client resumes
+/// from the last delivered revision + 1), so a revision with more matching events goes alone.
+pub const MAX_WATCH_EVENTS_PER_RESPONSE: usize = 1_000;
+/// Soft bound on one WatchResponse, in bytes (estimated like the history), with the same
+/// exception for a single large revision.
+pub const WATCH_RESPONSE_TARGET_BYTES: usize = 1024 * 1024;
 
 #[derive(Clone, Debug)]
 pub struct NodeConfig {
@@ -60,6 +76,10 @@ pub struct NodeConfig {
     /// Must be the same on every node of a cluster (they bound what apply accepts).
     pub limits: Limits,
     pub snapshot_entries: u64,
+    /// Most events kept in the watch history (default [`WATCH_HISTORY_MAX_EVENTS`]).
+    pub watch_history_max_events: usize,
+    /// Most bytes kept in the watch history (default [`WATCH_HISTORY_MAX_BYTES`]).
+    pub watch_history_max_bytes: usize,
 }
 
 impl NodeConfig {
@@ -84,6 +104,8 @@ impl NodeConfig {
             http_listen: None,
             limits: Limits::default(),
             snapshot_entries: DEFAULT_SNAPSHOT_ENTRIES,
+            watch_history_max_events: WATCH_HISTORY_MAX_EVENTS,
+            watch_history_max_bytes: WATCH_HISTORY_MAX_BYTES,
         }
     }
 
@@ -124,6 +146,10 @@ impl NodeConfig {
         ensure!(
             self.lessor.revoke_rate_per_s >= 1,
             "revoke rate must be at least 1/s"
+        );
+        ensure!(
+            self.watch_history_max_events >= 1 && self.watch_history_max_bytes >= 1,
+            "the watch history must hold at least one event and one byte"
         );
         Ok(())
     }

@@ -531,7 +531,7 @@ mod tests {
             Outcome::Definite,
         );
         check(
-            &unsupported("watch progress"),
+            &unsupported("gRPC reflection"),
             Code::Unimplemented,
             ErrorCode::Unsupported,
             Outcome::Definite,

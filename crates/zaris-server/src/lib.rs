@@ -17,6 +17,7 @@ mod observer;
 mod propose;
 mod renew;
 mod services;
+mod watch;
 
 pub use clock::{Clock, MonotonicClock};
 pub use config::NodeConfig;

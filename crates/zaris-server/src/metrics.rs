@@ -33,6 +33,11 @@ pub const REQUESTS_REJECTED: &str = "zaris_requests_rejected_total";
 /// Proposals from this node by `command` and `outcome` (`applied`, `redirected`, `timeout`,
 /// `failed`).
 pub const PROPOSALS: &str = "zaris_proposals_total";
+/// Open watches on this node's Watch streams.
+pub const OPEN_WATCHES: &str = "zaris_watches";
+/// Watches this node canceled, by `reason` (`client_requested`, `compacted`,
+/// `capacity_exceeded`, `slow_consumer`, `shutting_down`).
+pub const WATCHES_CANCELED: &str = "zaris_watches_canceled_total";
 
 /// The process-wide Prometheus recorder (metrics has one global recorder per process, so nodes
 /// in one test process share it).

@@ -18,6 +18,7 @@ use zaris_proto::v1::kv_server::KvServer;
 use zaris_proto::v1::lease_server::LeaseServer;
 use zaris_proto::v1::lock_server::LockServer;
 use zaris_proto::v1::raft_service_server::RaftServiceServer;
+use zaris_proto::v1::watch_server::WatchServer;
 use zaris_raft::{Raft, StateHandle};
 
 use crate::clock::{Clock, MonotonicClock};
@@ -30,6 +31,7 @@ use crate::propose::Proposer;
 use crate::renew::RenewBatcher;
 use crate::services::raft::RaftPeerService;
 use crate::services::{ClusterService, KvService, LeaseService, LockService, NodeContext};
+use crate::watch::{WatchHub, WatchService};
 use crate::{http, metrics as m};
 
 /// Largest client request accepted, in bytes (`max_request_bytes`): a put of a max-size value
@@ -43,6 +45,9 @@ const _: () = assert!(
     MAX_PAYLOAD_ENTRIES as usize * MAX_CLIENT_MESSAGE_BYTES < MAX_RAFT_MESSAGE_BYTES,
     "a full AppendEntries of max-size requests must fit in one Raft message"
 );
+
+/// How long a stopping node waits for its connections to close before dropping them.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
 /// A running node. Dropping it does not stop it: call [`NodeHandle::shutdown`].
 #[derive(Debug)]
@@ -100,10 +105,15 @@ impl Node {
 
         let lessor = Arc::new(Mutex::new(Lessor::new(config.lessor.clone())));
         let waiters = Arc::new(LockWaiters::default());
+        let watch_hub = Arc::new(WatchHub::new(
+            config.watch_history_max_events,
+            config.watch_history_max_bytes,
+        ));
         let observer = Arc::new(NodeObserver {
             clock: clock.clone(),
             lessor: lessor.clone(),
             waiters: waiters.clone(),
+            watch_hub: watch_hub.clone(),
         });
         let (log_store, sm_store) =
             zaris_raft::open(&config.data_dir, observer, config.limits.clone())
@@ -164,6 +174,7 @@ impl Node {
             clock: clock.clone(),
             waiters,
             renewals,
+            watch_hub,
             tasks: tracker.clone(),
             shutdown: shutdown.clone(),
         };
@@ -190,6 +201,13 @@ impl Node {
             .add_service(
                 ClusterServer::new(ClusterService(context.clone()))
                     .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES),
+            )
+            .add_service(
+                // Responses hold whole revisions, and one revision (a prefix delete, a large
+                // expiry) may exceed the usual response size: allow what a Range may send.
+                WatchServer::new(WatchService(context.clone()))
+                    .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES)
+                    .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES),
             );
         // Small request/response messages: Nagle's algorithm would hold them back (tens of ms
         // per Raft round trip on an accepted socket).
@@ -197,11 +215,22 @@ impl Node {
             tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
         let stop = shutdown.clone();
         tracker.spawn(async move {
-            if let Err(e) = server
-                .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
-                .await
-            {
-                warn!(node_id, error = %e, "gRPC server stopped with an error");
+            let serve = server.serve_with_incoming_shutdown(incoming, stop.clone().cancelled_owned());
+            tokio::pin!(serve);
+            // Graceful shutdown waits for every connection to close, and a peer that stopped
+            // reading (paused, partitioned) never closes: bound the wait.
+            let result = tokio::select! {
+                result = &mut serve => Some(result),
+                () = stop.cancelled() => tokio::time::timeout(SHUTDOWN_GRACE, &mut serve).await.ok(),
+            };
+            match result {
+                Some(Ok(())) => {}
+                Some(Err(e)) => warn!(node_id, error = %e, "gRPC server stopped with an error"),
+                None => warn!(
+                    node_id,
+                    grace = ?SHUTDOWN_GRACE,
+                    "connections still open after the shutdown grace period; dropping them"
+                ),
             }
         });
 

@@ -1,5 +1,5 @@
 //! What this node does with every applied entry: feed its lessor (with the local monotonic time
-//! of apply), wake lock waiters, count.
+//! of apply), wake lock waiters, record events for watchers, count.
 
 use std::sync::{Arc, Mutex};
 
@@ -9,12 +9,14 @@ use zaris_raft::ApplyObserver;
 use crate::clock::Clock;
 use crate::locks::LockWaiters;
 use crate::metrics as m;
+use crate::watch::WatchHub;
 
 #[derive(Debug)]
 pub struct NodeObserver {
     pub clock: Arc<dyn Clock>,
     pub lessor: Arc<Mutex<Lessor>>,
     pub waiters: Arc<LockWaiters>,
+    pub watch_hub: Arc<WatchHub>,
 }
 
 impl NodeObserver {
@@ -39,6 +41,9 @@ fn rejection_reason(rejection: &Rejection) -> &'static str {
 impl ApplyObserver for NodeObserver {
     fn applied(&self, applied: &Applied) {
         metrics::counter!(m::APPLIED_ENTRIES).increment(1);
+        // Every entry, with events or not: the head tells watchers how far they are complete.
+        self.watch_hub
+            .publish(applied.revision, &applied.effects.events);
         if !applied.effects.leases.is_empty() {
             let now_ms = self.clock.now_ms();
             let mut lessor = self.lessor();
@@ -79,5 +84,6 @@ impl ApplyObserver for NodeObserver {
     fn restored(&self, state: &State) {
         let now_ms = self.clock.now_ms();
         self.lessor().reset(now_ms, state.lease_ttls());
+        self.watch_hub.reset(state.last_applied());
     }
 }

@@ -18,6 +18,7 @@ use crate::clock::Clock;
 use crate::locks::LockWaiters;
 use crate::propose::Proposer;
 use crate::renew::RenewBatcher;
+use crate::watch::WatchHub;
 
 pub use cluster::ClusterService;
 pub use kv::KvService;
@@ -34,6 +35,8 @@ pub struct NodeContext {
     pub clock: Arc<dyn Clock>,
     pub waiters: Arc<LockWaiters>,
     pub renewals: RenewBatcher,
+    /// Recent events, which Watch streams read from.
+    pub watch_hub: Arc<WatchHub>,
     /// Tasks a handler starts (stream pumps) are tracked and stop with the node.
     pub tasks: TaskTracker,
     pub shutdown: CancellationToken,

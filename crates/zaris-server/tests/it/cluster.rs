@@ -22,6 +22,8 @@ pub struct TestCluster {
     pub nodes: BTreeMap<u64, Option<NodeHandle>>,
     pub addrs: BTreeMap<u64, SocketAddr>,
     dir: tempfile::TempDir,
+    /// Applied to every node's configuration, also on restart.
+    configure: fn(&mut NodeConfig),
 }
 
 pub fn config(id: u64, data_dir: std::path::PathBuf) -> NodeConfig {
@@ -53,6 +55,11 @@ where
 impl TestCluster {
     /// Starts `size` nodes that bootstrap together from their initial member list.
     pub async fn start(size: u64) -> TestCluster {
+        Self::start_configured(size, |_| {}).await
+    }
+
+    /// [`TestCluster::start`], with `configure` applied to each node's configuration.
+    pub async fn start_configured(size: u64, configure: fn(&mut NodeConfig)) -> TestCluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut listeners = BTreeMap::new();
         for id in 1..=size {
@@ -67,6 +74,7 @@ impl TestCluster {
             nodes: BTreeMap::new(),
             addrs,
             dir,
+            configure,
         };
         for (id, listener) in listeners {
             let node = cluster.start_node(id, listener, false).await;
@@ -88,6 +96,7 @@ impl TestCluster {
 
     async fn start_node(&self, id: u64, listener: TcpListener, join: bool) -> NodeHandle {
         let mut config = config(id, self.data_dir(id));
+        (self.configure)(&mut config);
         if join {
             config.join = true;
         } else {

@@ -1,0 +1,307 @@
+//! [`LockGuard`]: a held lock with its fencing token, taken by a [`Lease`].
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use zaris_proto::v1::{DeleteResult, Guard, LockResult, PutResult, UnlockResult};
+
+use crate::client::unexpected;
+use crate::error::Error;
+use crate::keepalive::ExpiredReason;
+use crate::kv::{DeleteOptions, PutOptions};
+use crate::lease_handle::Lease;
+
+/// One Lock call blocks at most this long on the server before the client asks again (below the
+/// cluster's `max_lock_wait_ms`; a long wait is a chain of these).
+const LOCK_WAIT_CHUNK: Duration = Duration::from_secs(30);
+
+/// A lock held by a [`Lease`], with its **fencing token**.
+///
+/// What the holder may assume: while [`LockGuard::is_held`] is true, no other lease holds the
+/// lock (the cluster hands it on only after this lease ended, and `is_held` turns false before the
+/// cluster can end it). What it may *not* assume: that a write it sends now arrives while that is
+/// still true — a process can pause, a packet can sit in a queue. So every write that must not
+/// come from a former holder carries the token ([`LockGuard::put`], [`LockGuard::fence`]): the
+/// store applies it only if the lock is still held with that token, and any other resource can
+/// refuse tokens lower than the highest it has seen. Tokens only grow.
+///
+/// Dropping the guard releases the lock in the background (best effort); [`LockGuard::unlock`]
+/// releases it now.
+#[derive(Debug)]
+pub struct LockGuard {
+    lease: Lease,
+    name: String,
+    token: u64,
+    released: AtomicBool,
+}
+
+impl Lease {
+    /// Takes lock `name`, waiting in the FIFO queue as long as it takes. Fails with
+    /// [`Error::LeaseLost`] if this lease ends first.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), zaris_client::Error> {
+    /// use std::time::Duration;
+    /// use zaris_client::{Client, PutOptions};
+    ///
+    /// let client = Client::connect(["127.0.0.1:7001"]).await?;
+    /// let lease = client.lease(Duration::from_secs(10)).await?;
+    /// let guard = lease.lock("jobs/queue").await?;
+    /// // Applied only while this guard's token still holds the lock.
+    /// guard.put("jobs/last", "42", PutOptions::default()).await?;
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn lock(&self, name: impl Into<String>) -> Result<LockGuard, Error> {
+        let name = name.into();
+        loop {
+            if let Some(guard) = self.wait_for(&name, LOCK_WAIT_CHUNK).await? {
+                return Ok(guard);
+            }
+        }
+    }
+
+    /// Takes lock `name` if it is free (or already held by this lease); `None` if another lease
+    /// holds it. Never queues.
+    pub async fn try_lock(&self, name: impl Into<String>) -> Result<Option<LockGuard>, Error> {
+        let name = name.into();
+        self.ensure_valid()?;
+        let response = self
+            .client()
+            .lock(name.clone(), self.id(), false, Duration::ZERO)
+            .await?;
+        match LockResult::try_from(response.result) {
+            Ok(LockResult::Held) => self.guard(name, response.token).map(Some),
+            Ok(LockResult::Busy) => Ok(None),
+            Ok(LockResult::LeaseNotFound) => Err(self.lost("the cluster has no such lease")),
+            _ => Err(unexpected(
+                response.header.as_ref(),
+                format!("lock result {} for a lock without waiting", response.result),
+            )),
+        }
+    }
+
+    /// Takes lock `name`, waiting up to `timeout`; `None` if it was not granted in time (the lease
+    /// is then withdrawn from the queue).
+    pub async fn lock_timeout(
+        &self,
+        name: impl Into<String>,
+        timeout: Duration,
+    ) -> Result<Option<LockGuard>, Error> {
+        let name = name.into();
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if let Some(guard) = self.wait_for(&name, left.min(LOCK_WAIT_CHUNK)).await? {
+                return Ok(Some(guard));
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+        }
+        // Out of time: leave the queue, unless the lock arrived in the meantime.
+        let response = self.client().unlock(name.clone(), self.id(), 0).await?;
+        match UnlockResult::try_from(response.result) {
+            Ok(UnlockResult::Held) => self.guard(name, response.token).map(Some),
+            Ok(UnlockResult::Withdrawn | UnlockResult::NotHolder) => Ok(None),
+            _ => Err(unexpected(
+                response.header.as_ref(),
+                format!("unlock result {} for a withdrawal", response.result),
+            )),
+        }
+    }
+
+    /// One Lock call that may block up to `wait`: `Some` once held, `None` while still queued.
+    async fn wait_for(&self, name: &str, wait: Duration) -> Result<Option<LockGuard>, Error> {
+        self.ensure_valid()?;
+        let call = self.client().lock(name, self.id(), true, wait);
+        let response = tokio::select! {
+            response = call => response?,
+            reason = self.expired() => return Err(self.lost(reason_text(reason))),
+        };
+        match LockResult::try_from(response.result) {
+            Ok(LockResult::Held) => self.guard(name.to_owned(), response.token).map(Some),
+            Ok(LockResult::Queued | LockResult::Busy) => Ok(None),
+            Ok(LockResult::LeaseNotFound) => Err(self.lost("the cluster has no such lease")),
+            _ => Err(unexpected(
+                response.header.as_ref(),
+                format!("unknown lock result {}", response.result),
+            )),
+        }
+    }
+
+    fn guard(&self, name: String, token: u64) -> Result<LockGuard, Error> {
+        let guard = LockGuard {
+            lease: self.clone(),
+            name,
+            token,
+            released: AtomicBool::new(false),
+        };
+        // Granted, but the lease can no longer be proven held: the lock is useless to us.
+        if !self.is_valid() {
+            guard.released.store(true, Ordering::Release);
+            return Err(self.lost("the lease passed its safe deadline"));
+        }
+        tracing::debug!(lease_id = self.id(), lock = %guard.name, token, "lock acquired");
+        Ok(guard)
+    }
+
+    fn ensure_valid(&self) -> Result<(), Error> {
+        if self.is_valid() {
+            Ok(())
+        } else {
+            Err(self.lost(reason_text(match self.state() {
+                crate::LeaseState::Expired(reason) => reason,
+                _ => ExpiredReason::DeadlinePassed,
+            })))
+        }
+    }
+
+    pub(crate) fn lost(&self, reason: &str) -> Error {
+        Error::LeaseLost {
+            id: self.id(),
+            reason: reason.to_owned(),
+        }
+    }
+}
+
+pub(crate) fn reason_text(reason: ExpiredReason) -> &'static str {
+    match reason {
+        ExpiredReason::DeadlinePassed => "its safe deadline passed without a renewal",
+        ExpiredReason::NotFound => "the cluster no longer has it",
+        ExpiredReason::Revoked => "it was revoked",
+    }
+}
+
+impl LockGuard {
+    /// The lock name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The fencing token: the revision at which this lease acquired the lock. Greater than the
+    /// token of every earlier holder.
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+
+    /// The lease holding the lock.
+    pub fn lease(&self) -> &Lease {
+        &self.lease
+    }
+
+    /// The guard to attach to writes ([`PutOptions::guard`], [`DeleteOptions::guard`], or a
+    /// transaction's guard) so the store applies them only while this token holds the lock.
+    pub fn fence(&self) -> Guard {
+        Guard {
+            lock_name: self.name.clone(),
+            token: self.token,
+        }
+    }
+
+    /// True while the lock is certainly held: not released, no fenced write refused, and the lease
+    /// valid. A lease revoked by someone else is noticed at its next renewal (within TTL/3), or
+    /// at once by a refused fenced write.
+    pub fn is_held(&self) -> bool {
+        !self.released.load(Ordering::Acquire) && self.lease.is_valid()
+    }
+
+    /// Resolves when the lock is lost because its lease ended (or could no longer be proven alive).
+    pub async fn lost(&self) -> ExpiredReason {
+        self.lease.expired().await
+    }
+
+    /// Writes a key only if this token still holds the lock ([`Error::NotHeld`] otherwise);
+    /// `options.guard` is replaced by this lock's. Returns the revision of the write.
+    pub async fn put(
+        &self,
+        key: impl Into<Vec<u8>>,
+        value: impl Into<Vec<u8>>,
+        options: PutOptions,
+    ) -> Result<u64, Error> {
+        let options = PutOptions {
+            guard: Some(self.fence()),
+            ..options
+        };
+        let response = self.lease.client().put(key, value, options).await?;
+        match PutResult::try_from(response.result) {
+            Ok(PutResult::Ok) => Ok(response.header.map_or(0, |h| h.revision)),
+            Ok(PutResult::GuardFailed) => Err(self.not_held()),
+            Ok(PutResult::LeaseNotFound) => Err(self.lease.lost("the cluster has no such lease")),
+            _ => Err(unexpected(
+                response.header.as_ref(),
+                format!("unknown put result {}", response.result),
+            )),
+        }
+    }
+
+    /// Deletes keys only if this token still holds the lock ([`Error::NotHeld`] otherwise).
+    /// Returns how many were deleted.
+    pub async fn delete(
+        &self,
+        key: impl Into<Vec<u8>>,
+        options: DeleteOptions,
+    ) -> Result<u64, Error> {
+        let options = DeleteOptions {
+            guard: Some(self.fence()),
+            ..options
+        };
+        let response = self.lease.client().delete(key, options).await?;
+        match DeleteResult::try_from(response.result) {
+            Ok(DeleteResult::Ok) => Ok(response.deleted),
+            Ok(DeleteResult::GuardFailed) => Err(self.not_held()),
+            _ => Err(unexpected(
+                response.header.as_ref(),
+                format!("unknown delete result {}", response.result),
+            )),
+        }
+    }
+
+    /// Releases the lock (fenced: only if this token still holds it, [`Error::NotHeld`]
+    /// otherwise). The next waiter gets it with a higher token.
+    pub async fn unlock(self) -> Result<(), Error> {
+        self.released.store(true, Ordering::Release);
+        let response = self
+            .lease
+            .client()
+            .unlock(self.name.clone(), self.lease.id(), self.token)
+            .await?;
+        match UnlockResult::try_from(response.result) {
+            Ok(UnlockResult::Released) => Ok(()),
+            Ok(UnlockResult::NotHolder) => Err(self.not_held()),
+            _ => Err(unexpected(
+                response.header.as_ref(),
+                format!("unlock result {} for a release", response.result),
+            )),
+        }
+    }
+
+    /// The store refused this token: the lock is certainly not held any more.
+    fn not_held(&self) -> Error {
+        self.released.store(true, Ordering::Release);
+        Error::NotHeld {
+            lock: self.name.clone(),
+            token: self.token,
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if self.released.load(Ordering::Acquire) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let client = self.lease.client().clone();
+        let (name, lease, token) = (self.name.clone(), self.lease.id(), self.token);
+        runtime.spawn(async move {
+            if let Err(err) = client.unlock(name, lease, token).await {
+                tracing::debug!(lease_id = lease, error = %err, "releasing a dropped lock failed");
+            }
+        });
+    }
+}

@@ -1,0 +1,175 @@
+//! The client library's `Lease` handle against a real cluster: background keepalive from any
+//! endpoint and across a leader kill, and the safe deadline — a client cut off from the cluster
+//! reports Expired before the cluster can hand its lock to anyone else.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use zaris_client::{Client, ClientOptions, Error, ExpiredReason, LeaseState, PutOptions};
+
+use crate::cluster::{TestCluster, eventually};
+use crate::proxy::Proxy;
+
+/// Polls a client's view of a lease on the cluster.
+async fn exists(client: &Client, id: u64) -> bool {
+    client
+        .time_to_live(id, false)
+        .await
+        .map(|r| r.found)
+        .unwrap_or(true)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_lives_while_its_handle_does_from_any_endpoint() {
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.leader().await;
+    let follower = cluster.followers(leader)[0];
+    // Knows only a follower: every call is redirected, the keepalive stream too.
+    let client = cluster.client(&[follower]).await;
+    let lease = client.lease(Duration::from_secs(1)).await.expect("lease");
+    let put = PutOptions {
+        lease: Some(lease.id()),
+        ..PutOptions::default()
+    };
+    client.put("svc/a", "up", put).await.expect("put");
+
+    // Five TTLs: without renewals the key would be gone after one.
+    let mut states = lease.subscribe();
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        assert!(lease.is_valid(), "lease lost while renewals were possible");
+        let _ = tokio::time::timeout(Duration::from_millis(100), states.changed()).await;
+        assert_ne!(*states.borrow(), LeaseState::Jeopardy, "renewal overdue");
+    }
+    assert!(client.get("svc/a").await.expect("get").is_some());
+
+    // Revoking ends it at once, keys included, and every clone sees why.
+    let clone = lease.clone();
+    assert!(lease.revoke().await.expect("revoke"));
+    assert_eq!(clone.state(), LeaseState::Expired(ExpiredReason::Revoked));
+    assert!(!clone.is_valid());
+    assert!(client.get("svc/a").await.expect("get").is_none());
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_last_handle_revokes_the_lease() {
+    let cluster = TestCluster::start(3).await;
+    cluster.leader().await;
+    let client = cluster.client(&[1, 2, 3]).await;
+    let lease = client.lease(Duration::from_secs(30)).await.expect("lease");
+    let id = lease.id();
+    let clone = lease.clone();
+    drop(lease);
+    assert!(exists(&client, id).await, "a clone still holds it");
+    drop(clone);
+    // Well before the 30 s TTL.
+    eventually(
+        "the dropped lease to be revoked",
+        Duration::from_secs(10),
+        || async { (!exists(&client, id).await).then_some(()) },
+    )
+    .await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keepalive_survives_a_leader_kill() {
+    let mut cluster = TestCluster::start(3).await;
+    let leader = cluster.leader().await;
+    let client = cluster.client(&[1, 2, 3]).await;
+    // Failover takes about an election timeout (600 ms here) plus a vote; 3 s leaves room.
+    let lease = client.lease(Duration::from_secs(3)).await.expect("lease");
+    let put = PutOptions {
+        lease: Some(lease.id()),
+        ..PutOptions::default()
+    };
+    client.put("svc/b", "up", put).await.expect("put");
+    let mut states = lease.subscribe();
+
+    cluster.stop(leader).await;
+    let new_leader = cluster.leader().await;
+    assert_ne!(new_leader, leader);
+    // Three TTLs under the new leader.
+    let until = Instant::now() + Duration::from_secs(9);
+    while Instant::now() < until {
+        let _ = tokio::time::timeout(Duration::from_millis(100), states.changed()).await;
+        assert!(
+            !states.borrow().is_expired(),
+            "the client gave the lease up across a failover"
+        );
+    }
+    assert!(lease.is_valid());
+    assert_eq!(lease.state(), LeaseState::Valid);
+    assert!(client.get("svc/b").await.expect("get").is_some());
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_off_client_expires_before_anyone_else_gets_its_lock() {
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.leader().await;
+    // A reaches the cluster only through a proxy in front of the leader.
+    let proxy = Proxy::start(cluster.addrs[&leader]).await;
+    let options = ClientOptions::default()
+        .with_request_timeout(Duration::from_secs(1))
+        .with_retry_deadline(Duration::from_secs(2));
+    let a = Client::connect_with([proxy.addr.to_string()], options)
+        .await
+        .expect("client A");
+    let b = cluster.client(&[1, 2, 3]).await;
+
+    let a_lease = a.lease(Duration::from_secs(1)).await.expect("A's lease");
+    let a_guard = a_lease.lock("job").await.expect("A locks");
+    let b_lease = b.lease(Duration::from_secs(10)).await.expect("B's lease");
+    let b_wait = {
+        let b_lease = b_lease.clone();
+        tokio::spawn(async move {
+            let guard = b_lease.lock("job").await;
+            (Instant::now(), guard)
+        })
+    };
+    eventually("B to queue", Duration::from_secs(10), || async {
+        let status = b.lock_status("job").await.ok()?;
+        (status.waiters == 1).then_some(())
+    })
+    .await;
+
+    proxy.cut();
+    let reason = tokio::time::timeout(Duration::from_secs(10), a_guard.lost())
+        .await
+        .expect("A notices the loss");
+    let a_expired_at = Instant::now();
+    assert_eq!(reason, ExpiredReason::DeadlinePassed);
+    assert!(!a_guard.is_held());
+
+    let (b_acquired_at, b_guard) = b_wait.await.expect("join");
+    let b_guard = b_guard.expect("B gets the lock once A's lease expired");
+    assert!(
+        a_expired_at < b_acquired_at,
+        "B acquired {:?} before A knew it had lost the lock",
+        a_expired_at - b_acquired_at
+    );
+    assert!(b_guard.token() > a_guard.token());
+    eprintln!(
+        "A knew it lost the lock {:?} before B acquired it",
+        b_acquired_at - a_expired_at
+    );
+
+    // Healed, A's late fenced write is refused by the store; B's goes through.
+    proxy.heal();
+    let late = a_guard
+        .put("job/output", "from A", PutOptions::default())
+        .await;
+    assert!(
+        matches!(late, Err(Error::NotHeld { token, .. }) if token == a_guard.token()),
+        "{late:?}"
+    );
+    b_guard
+        .put("job/output", "from B", PutOptions::default())
+        .await
+        .expect("B's fenced write");
+    let value = b.get("job/output").await.expect("get").expect("written");
+    assert_eq!(value.value, b"from B");
+    cluster.shutdown().await;
+}

@@ -1,0 +1,193 @@
+//! The client library's lock guard and election recipes against a real cluster.
+
+use std::time::Duration;
+
+use zaris_client::{Election, Error, PutOptions};
+
+use crate::cluster::{TestCluster, eventually};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guards_are_granted_fifo_with_increasing_tokens() {
+    let cluster = TestCluster::start(3).await;
+    cluster.leader().await;
+    let client = cluster.client(&[1, 2, 3]).await;
+    let ttl = Duration::from_secs(30);
+    let holder = client.lease(ttl).await.expect("lease");
+    let first = holder.lock("q").await.expect("lock");
+    assert!(first.is_held());
+
+    let mut waits = Vec::new();
+    for queued in 1..=3u64 {
+        let lease = client.lease(ttl).await.expect("lease");
+        waits.push(tokio::spawn(async move {
+            let guard = lease.lock("q").await;
+            (lease, guard)
+        }));
+        eventually("the waiter to queue", Duration::from_secs(10), || async {
+            let status = client.lock_status("q").await.ok()?;
+            (status.waiters == queued).then_some(())
+        })
+        .await;
+    }
+    // try_lock never queues, lock_timeout gives up and leaves the queue.
+    let impatient = client.lease(ttl).await.expect("lease");
+    assert!(impatient.try_lock("q").await.expect("try").is_none());
+    let timed_out = impatient
+        .lock_timeout("q", Duration::from_millis(200))
+        .await
+        .expect("lock_timeout");
+    assert!(timed_out.is_none());
+    assert_eq!(client.lock_status("q").await.expect("status").waiters, 3);
+
+    let mut token = first.token();
+    first.unlock().await.expect("unlock");
+    for wait in waits {
+        let (lease, guard) = wait.await.expect("join");
+        let guard = guard.expect("granted in turn");
+        assert!(guard.token() > token, "tokens must increase");
+        token = guard.token();
+        let status = client.lock_status("q").await.expect("status");
+        assert_eq!(status.holder_lease, lease.id(), "served in queue order");
+        guard.unlock().await.expect("unlock");
+    }
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_tokens_cannot_write_or_release() {
+    let cluster = TestCluster::start(3).await;
+    cluster.leader().await;
+    let client = cluster.client(&[1, 2, 3]).await;
+    let a = client.lease(Duration::from_secs(30)).await.expect("lease");
+    let b = client.lease(Duration::from_secs(30)).await.expect("lease");
+    let a_guard = a.lock("res").await.expect("A locks");
+    a_guard
+        .put("res/data", "A1", PutOptions::default())
+        .await
+        .expect("A writes while holding");
+
+    // A's lease is revoked behind its back (an operator, or another client): B takes over.
+    client.revoke(a.id()).await.expect("revoke");
+    let b_guard = b.lock("res").await.expect("B locks");
+    assert!(b_guard.token() > a_guard.token());
+
+    let stale_write = a_guard.put("res/data", "A2", PutOptions::default()).await;
+    assert!(
+        matches!(stale_write, Err(Error::NotHeld { .. })),
+        "{stale_write:?}"
+    );
+    let stale_delete = a_guard
+        .delete("res/data", zaris_client::DeleteOptions::default())
+        .await;
+    assert!(
+        matches!(stale_delete, Err(Error::NotHeld { .. })),
+        "{stale_delete:?}"
+    );
+    let stale_release = a_guard.unlock().await;
+    assert!(
+        matches!(stale_release, Err(Error::NotHeld { .. })),
+        "{stale_release:?}"
+    );
+    assert!(b_guard.is_held());
+    let status = client.lock_status("res").await.expect("status");
+    assert_eq!(
+        (status.holder_lease, status.token),
+        (b.id(), b_guard.token())
+    );
+    assert_eq!(
+        client
+            .get("res/data")
+            .await
+            .expect("get")
+            .expect("kept")
+            .value,
+        b"A1"
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_wait_ends_when_the_waiting_lease_is_lost() {
+    let cluster = TestCluster::start(3).await;
+    cluster.leader().await;
+    let client = cluster.client(&[1, 2, 3]).await;
+    let holder = client.lease(Duration::from_secs(30)).await.expect("lease");
+    let _held = holder.lock("busy").await.expect("lock");
+    let waiter = client.lease(Duration::from_secs(30)).await.expect("lease");
+    let wait = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move { waiter.lock("busy").await })
+    };
+    eventually("the waiter to queue", Duration::from_secs(10), || async {
+        let status = client.lock_status("busy").await.ok()?;
+        (status.waiters == 1).then_some(())
+    })
+    .await;
+    client.revoke(waiter.id()).await.expect("revoke");
+    let result = tokio::time::timeout(Duration::from_secs(10), wait)
+        .await
+        .expect("the wait ends")
+        .expect("join");
+    assert!(matches!(result, Err(Error::LeaseLost { .. })), "{result:?}");
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn election_passes_to_the_next_candidate_and_observers_follow() {
+    let cluster = TestCluster::start(3).await;
+    cluster.leader().await;
+    let client = cluster.client(&[1, 2, 3]).await;
+    let election = Election::new(&client, "scheduler");
+    assert_eq!(election.leader().await.expect("leader"), None);
+    let mut observer = election.observe().await.expect("observe");
+    assert_eq!(observer.next().await.expect("first").expect("ok"), None);
+
+    let a = client.lease(Duration::from_secs(30)).await.expect("lease");
+    let b = client.lease(Duration::from_secs(30)).await.expect("lease");
+    let a_lead = election.campaign(&a, "node-a").await.expect("A campaigns");
+    let incumbent = election.leader().await.expect("leader").expect("A leads");
+    assert_eq!(
+        (incumbent.value.as_slice(), incumbent.lease),
+        (&b"node-a"[..], a.id())
+    );
+    let seen = observer.next().await.expect("event").expect("ok");
+    assert_eq!(seen.map(|i| i.value), Some(b"node-a".to_vec()));
+
+    let b_campaign = {
+        let election = election.clone();
+        let b = b.clone();
+        tokio::spawn(async move { election.campaign(&b, "node-b").await })
+    };
+    eventually("B to queue", Duration::from_secs(10), || async {
+        let status = client.lock_status(election.key()).await.ok()?;
+        (status.waiters == 1).then_some(())
+    })
+    .await;
+    a_lead.proclaim("node-a v2").await.expect("proclaim");
+    let seen = observer.next().await.expect("event").expect("ok");
+    assert_eq!(seen.map(|i| i.value), Some(b"node-a v2".to_vec()));
+
+    // A's lease expires (here: is revoked): its value vanishes and B takes over, fenced.
+    let a_token = a_lead.token();
+    client.revoke(a.id()).await.expect("revoke");
+    let b_lead = b_campaign.await.expect("join").expect("B leads");
+    assert!(b_lead.token() > a_token);
+    // A's lease handle learns of the revoke at its next renewal; a refused fenced write tells
+    // it at once.
+    assert!(matches!(
+        a_lead.proclaim("stale").await,
+        Err(Error::NotHeld { .. })
+    ));
+    assert!(!a_lead.is_leader());
+    let seen = observer.next().await.expect("event").expect("ok");
+    assert_eq!(seen, None, "A's value is removed with its lease");
+    let seen = observer.next().await.expect("event").expect("ok");
+    assert_eq!(
+        seen.map(|i| (i.value, i.lease)),
+        Some((b"node-b".to_vec(), b.id()))
+    );
+
+    b_lead.resign().await.expect("resign");
+    assert_eq!(election.leader().await.expect("leader"), None);
+    cluster.shutdown().await;
+}

@@ -1,0 +1,185 @@
+//! The client library's watch and presence recipes against a real cluster: Expire events with the
+//! lease id, and a watch that survives the loss of the member serving it without gaps or
+//! duplicates.
+
+use std::time::Duration;
+
+use zaris_client::{
+    Client, ClientOptions, EventKind, Presence, PresenceEvent, PutOptions, WatchOptions,
+};
+
+use crate::cluster::TestCluster;
+use crate::proxy::Proxy;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_reports_an_expiry_with_the_lease_id() {
+    let cluster = TestCluster::start(3).await;
+    cluster.leader().await;
+    let client = cluster.client(&[1, 2, 3]).await;
+    let mut watcher = client
+        .watch("svc/", WatchOptions::prefix())
+        .await
+        .expect("watch");
+    // A raw grant: nothing renews it.
+    let lease = client
+        .grant(Duration::from_secs(1))
+        .await
+        .expect("grant")
+        .id;
+    let bound = PutOptions {
+        lease: Some(lease),
+        ..PutOptions::default()
+    };
+    client.put("svc/a", "up", bound.clone()).await.expect("put");
+    client.put("svc/b", "up", bound).await.expect("put");
+
+    let mut events = Vec::new();
+    while events.len() < 4 {
+        let event = tokio::time::timeout(WAIT, watcher.next())
+            .await
+            .expect("events arrive")
+            .expect("watch open")
+            .expect("event");
+        events.push(event);
+    }
+    let kinds: Vec<EventKind> = events.iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            EventKind::Put,
+            EventKind::Put,
+            EventKind::Expire,
+            EventKind::Expire
+        ]
+    );
+    assert!(events.iter().all(|e| e.lease == lease));
+    // Both keys went in one step: one revision.
+    assert_eq!(events[2].revision, events[3].revision);
+    assert!(events[2].revision > events[1].revision);
+    let mut gone: Vec<&[u8]> = events[2..].iter().map(|e| e.key()).collect();
+    gone.sort();
+    assert_eq!(gone, [&b"svc/a"[..], &b"svc/b"[..]]);
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_resumes_without_gaps_or_duplicates_when_its_member_dies() {
+    let mut cluster = TestCluster::start(3).await;
+    let leader = cluster.leader().await;
+    // The watcher knows every member but starts on the leader (its first call caches it).
+    let watching = cluster.client(&[leader, 1, 2, 3]).await;
+    watching.status().await.expect("status");
+    let mut watcher = watching
+        .watch("seq/", WatchOptions::prefix())
+        .await
+        .expect("watch");
+    let writer = cluster.client(&[1, 2, 3]).await;
+    const TOTAL: u64 = 60;
+    let writes = tokio::spawn(async move {
+        for i in 0..TOTAL {
+            writer
+                .put(format!("seq/{i:03}"), i.to_string(), PutOptions::default())
+                .await
+                .expect("put");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+
+    let mut seen = Vec::new();
+    let mut last_revision = 0;
+    while (seen.len() as u64) < TOTAL {
+        if seen.len() == 20 {
+            // The member serving the watch (and leading the cluster) goes away mid-stream.
+            cluster.stop(leader).await;
+        }
+        let event = tokio::time::timeout(WAIT, watcher.next())
+            .await
+            .expect("events keep coming")
+            .expect("watch open")
+            .expect("event");
+        assert!(event.revision > last_revision, "revisions must increase");
+        last_revision = event.revision;
+        seen.push(String::from_utf8_lossy(event.key()).into_owned());
+    }
+    writes.await.expect("writer");
+    let expected: Vec<String> = (0..TOTAL).map(|i| format!("seq/{i:03}")).collect();
+    assert_eq!(seen, expected, "every write exactly once, in order");
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn presence_reports_joins_and_how_members_leave() {
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.leader().await;
+    let client = cluster.client(&[1, 2, 3]).await;
+    let group = Presence::new(&client, "workers");
+
+    let clean = client.lease(Duration::from_secs(30)).await.expect("lease");
+    group.join(&clean, "clean", "pid 1").await.expect("join");
+    let mut changes = group.watch().await.expect("watch");
+    let names: Vec<&str> = changes
+        .initial_members()
+        .iter()
+        .map(|m| m.name.as_str())
+        .collect();
+    assert_eq!(names, ["clean"]);
+
+    // A member that will lose the network: it reaches the cluster through a proxy.
+    let proxy = Proxy::start(cluster.addrs[&leader]).await;
+    let options = ClientOptions::default()
+        .with_request_timeout(Duration::from_secs(1))
+        .with_retry_deadline(Duration::from_secs(2));
+    let doomed_client = Client::connect_with([proxy.addr.to_string()], options)
+        .await
+        .expect("client");
+    let doomed = doomed_client
+        .lease(Duration::from_secs(1))
+        .await
+        .expect("lease");
+    Presence::new(&doomed_client, "workers")
+        .join(&doomed, "doomed", "pid 2")
+        .await
+        .expect("join");
+
+    let mut next = async || {
+        tokio::time::timeout(WAIT, changes.next())
+            .await
+            .expect("a change")
+            .expect("watch open")
+            .expect("event")
+    };
+    match next().await {
+        PresenceEvent::Joined(member) => {
+            assert_eq!(
+                (member.name.as_str(), member.lease),
+                ("doomed", doomed.id())
+            );
+            assert_eq!(member.metadata, b"pid 2");
+        }
+        other => panic!("expected doomed to join, got {other:?}"),
+    }
+    proxy.cut();
+    match next().await {
+        PresenceEvent::Left {
+            name, how, lease, ..
+        } => assert_eq!(
+            (name.as_str(), how, lease),
+            ("doomed", EventKind::Expire, doomed.id())
+        ),
+        other => panic!("expected doomed to expire, got {other:?}"),
+    }
+    clean.revoke().await.expect("revoke");
+    match next().await {
+        PresenceEvent::Left {
+            name, how, lease, ..
+        } => assert_eq!(
+            (name.as_str(), how, lease),
+            ("clean", EventKind::Revoke, clean.id())
+        ),
+        other => panic!("expected clean to be revoked, got {other:?}"),
+    }
+    assert!(group.members().await.expect("members").0.is_empty());
+    cluster.shutdown().await;
+}
