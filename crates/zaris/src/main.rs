@@ -1,6 +1,7 @@
 //! `zaris`: run a node (`zaris serve`) or drive a cluster (every other subcommand).
 
 mod cli;
+mod demo;
 mod serve;
 
 use std::process::ExitCode;
@@ -12,7 +13,7 @@ use clap::{Parser, Subcommand};
     name = "zaris",
     version,
     about = "Zaris: a Raft-replicated lease store (leases, lease-bound keys, fenced locks)",
-    after_help = "Start a single-node cluster on 127.0.0.1:7001 with data in ./zaris-data:\n  zaris serve\nThen, from another terminal:\n  zaris lease grant --ttl 10s"
+    after_help = "See the product at work on a local 3-node cluster (started and removed again):\n  zaris demo\nStart a single-node cluster on 127.0.0.1:7001 with data in ./zaris-data:\n  zaris serve\nThen, from another terminal:\n  zaris lease grant --ttl 10s"
 )]
 struct Cli {
     #[command(flatten)]
@@ -25,6 +26,13 @@ struct Cli {
 enum Top {
     /// Run a Zaris node.
     Serve(Box<serve::ServeArgs>),
+    /// Start a local 3-node cluster and act out a worker failover: lease-backed lock, presence,
+    /// SIGKILL, takeover with a higher fencing token, a stale write refused, a leader killed.
+    #[command(after_help = "Example: zaris demo")]
+    Demo(demo::DemoArgs),
+    /// One worker of `zaris demo` (internal).
+    #[command(hide = true)]
+    DemoWorker(demo::worker::WorkerArgs),
     #[command(flatten)]
     Client(cli::Command),
 }
@@ -44,6 +52,8 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match args.command {
             Top::Serve(serve_args) => serve::run(*serve_args).await,
+            Top::Demo(demo_args) => demo::run(demo_args).await,
+            Top::DemoWorker(worker_args) => demo::worker::run(worker_args).await,
             Top::Client(command) => cli::run(args.global, command).await,
         }
     });

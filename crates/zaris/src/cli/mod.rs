@@ -4,10 +4,23 @@
 //!
 //! Exit status: `run` returns an error (one line, for `main` to print) when the call failed or
 //! when the cluster answered with a domain failure (lease not found, guard failed, ...); in JSON
-//! mode the answer's JSON object is printed first.
+//! mode the answer's JSON object is printed first. The one exception is `lock NAME -- CMD`,
+//! which exits with CMD's own exit code (see `lock.rs`).
+//!
+//! The long-running subcommands (`watch`, `lock`, `elect`, `presence join|watch`,
+//! `lease keepalive`) stop on SIGINT or SIGTERM, releasing what they hold first.
+//!
+//! Code map: this file (the clap definitions and the one-shot calls), `output` (everything
+//! printed), `duration`, `signals`, `txn` (the `--if`/`--then` grammar), `lock` (`zaris lock`
+//! and its child process), `coord` (elections and presence), `watch` (the event streams).
 
+mod coord;
 mod duration;
+mod lock;
 mod output;
+mod signals;
+mod txn;
+mod watch;
 
 use std::time::Duration;
 
@@ -15,13 +28,14 @@ use anyhow::{Result, anyhow, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 use tokio::time::Instant;
-use zaris_client::proto::{DeleteResult, PutResult, RevokeResult};
+use zaris_client::proto::{Compare, DeleteResult, Guard, PutResult, RevokeResult, TxnOp};
 use zaris_client::{
     Client, ClientOptions, DEFAULT_REQUEST_TIMEOUT, DeleteOptions, PutOptions, RangeOptions,
 };
 
 use self::duration::{format_ms, parse_duration};
 use self::output as out;
+use self::signals::Signals;
 
 /// Options shared by every client subcommand.
 #[derive(Args, Debug)]
@@ -113,6 +127,158 @@ pub enum Command {
         #[arg(long)]
         prefix: bool,
     },
+    /// Print every change to a key or prefix (put, delete, expire, revoke) until Ctrl-C or
+    /// SIGTERM, or until --count events.
+    #[command(after_help = "Example: zaris watch service/ --prefix --count 10 -o json")]
+    Watch(WatchArgs),
+    /// Take a lock with a fresh lease and print its fencing token; hold it until Ctrl-C or
+    /// SIGTERM, or run CMD while holding it.
+    #[command(after_help = LOCK_HELP)]
+    Lock(LockArgs),
+    /// Campaign in an election and hold leadership until Ctrl-C or SIGTERM, or follow who leads
+    /// with --listen.
+    #[command(after_help = "Example: zaris elect scheduler node-a --ttl 5s\n\
+                            Example: zaris elect scheduler --listen -o json")]
+    Elect(ElectArgs),
+    /// Join, list or watch a presence group (members kept alive by their leases).
+    #[command(subcommand, after_help = "Example: zaris presence list workers")]
+    Presence(PresenceCmd),
+    /// Run a transaction: if every --if holds, the --then operations, else the --else ones.
+    #[command(after_help = TXN_HELP)]
+    Txn(TxnArgs),
+}
+
+const LOCK_HELP: &str = "Example: zaris lock backup --ttl 10s -- ./backup.sh --full
+
+With CMD, zaris runs it with ZARIS_LOCK_NAME, ZARIS_LOCK_TOKEN, ZARIS_LEASE_ID and
+ZARIS_ENDPOINTS in its environment, forwards SIGINT and SIGTERM to it, and when it exits
+releases the lock, revokes the lease and exits with CMD's exit code. If the lease is lost
+while CMD runs, CMD gets SIGTERM (SIGKILL 5s later) and zaris exits 1.";
+
+const TXN_HELP: &str = "Example: zaris txn --if \"svc/leader version = 0\" \\
+    --then \"put svc/leader node-a --lease 7\" --else \"get svc/leader\"
+
+Each value is one shell word, split at whitespace (keys and values cannot contain spaces):
+  --if    \"KEY TARGET OP OPERAND\"   TARGET: value, version, mod, create, lease
+                                   OP: =, !=, >, <   (quote it: > and < are shell syntax)
+  --then  \"put KEY VALUE [--lease N]\" | \"del KEY [--prefix]\" | \"get KEY [--prefix]\"
+  --else  the same forms as --then
+  --guard LOCK:TOKEN              apply nothing unless LOCK is held with TOKEN
+A missing key has version, mod, create and lease 0 (\"KEY version = 0\" tests absence).
+Exit status: 0 whichever branch ran; 1 if the guard failed or a put names a missing lease.";
+
+/// `zaris watch ...`
+#[derive(Args, Debug)]
+pub struct WatchArgs {
+    /// The key, or the prefix with --prefix ("" --prefix watches every key).
+    pub key: String,
+    /// Watch every key starting with KEY.
+    #[arg(long)]
+    pub prefix: bool,
+    /// Start at this revision (inclusive) instead of the next one. Fails if the cluster no
+    /// longer has the events since then.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub rev: Option<u64>,
+    /// Also print the value each key had before the change.
+    #[arg(long)]
+    pub prev_kv: bool,
+    /// Exit (status 0) after N events.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+}
+
+/// `zaris lock ...`
+#[derive(Args, Debug)]
+pub struct LockArgs {
+    /// The lock name.
+    pub name: String,
+    /// TTL of the lease that holds the lock; it is kept alive while zaris runs.
+    #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "DURATION")]
+    pub ttl: Duration,
+    /// Give up (exit 1) if the lock is not acquired within this long (default: wait as long as
+    /// it takes).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout_lock: Option<Duration>,
+    /// Command to run while holding the lock (after `--`).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// `zaris elect ...`
+#[derive(Args, Debug)]
+pub struct ElectArgs {
+    /// The election name (its value lives in key election/NAME).
+    pub name: String,
+    /// The value to proclaim once elected (for example this candidate's address).
+    #[arg(required_unless_present = "listen")]
+    pub value: Option<String>,
+    /// Do not campaign: print the current leader, then every change.
+    #[arg(long, conflicts_with_all = ["value", "ttl"])]
+    pub listen: bool,
+    /// With --listen: exit (status 0) after N lines, the current leader included (a campaign
+    /// takes no --count).
+    #[arg(
+        long,
+        conflicts_with = "value",
+        value_name = "N",
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub count: Option<u64>,
+    /// TTL of the candidate's lease; it is kept alive while zaris runs.
+    #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "DURATION")]
+    pub ttl: Duration,
+}
+
+/// `zaris presence ...`
+#[derive(Subcommand, Debug)]
+pub enum PresenceCmd {
+    /// Join GROUP as MEMBER with a fresh lease; stay until Ctrl-C or SIGTERM, then revoke it.
+    #[command(after_help = "Example: zaris presence join workers worker-a 10.0.0.7:8080 --ttl 5s")]
+    Join {
+        /// The group (non-empty, without '/'); members live in keys presence/GROUP/MEMBER.
+        group: String,
+        /// This member's name within the group.
+        member: String,
+        /// What to publish about the member (for example its address).
+        #[arg(default_value = "")]
+        metadata: String,
+        /// TTL of the member's lease; it is kept alive while zaris runs.
+        #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "DURATION")]
+        ttl: Duration,
+    },
+    /// List the live members of GROUP.
+    #[command(after_help = "Example: zaris presence list workers -o json")]
+    List {
+        /// The group.
+        group: String,
+    },
+    /// Print the members of GROUP, then every join, update and departure (with how: expire,
+    /// revoke or delete) until Ctrl-C or SIGTERM, or until --count changes.
+    #[command(after_help = "Example: zaris presence watch workers --count 5")]
+    Watch {
+        /// The group.
+        group: String,
+        /// Exit (status 0) after N changes (the members present at the start are not counted).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        count: Option<u64>,
+    },
+}
+
+/// `zaris txn ...` (the grammar is in `txn.rs` and in `--help`).
+#[derive(Args, Debug)]
+pub struct TxnArgs {
+    /// A condition, "KEY TARGET OP OPERAND"; all must hold for the --then branch (repeatable).
+    #[arg(long = "if", value_name = "COMPARE", value_parser = txn::parse_compare)]
+    pub compares: Vec<Compare>,
+    /// An operation run if every --if holds (repeatable, run in order).
+    #[arg(long = "then", value_name = "OP", value_parser = txn::parse_op)]
+    pub success: Vec<TxnOp>,
+    /// An operation run if some --if does not hold (repeatable, run in order).
+    #[arg(long = "else", value_name = "OP", value_parser = txn::parse_op)]
+    pub failure: Vec<TxnOp>,
+    /// Apply nothing unless lock LOCK is held with fencing token TOKEN.
+    #[arg(long, value_name = "LOCK:TOKEN", value_parser = txn::parse_guard)]
+    pub guard: Option<Guard>,
 }
 
 /// `zaris member ...`
@@ -230,6 +396,24 @@ pub async fn run(global: GlobalOpts, command: Command) -> Result<()> {
         } => cli.put(key, value, lease, prev_kv).await,
         Command::Get { key, prefix, limit } => cli.get(key, prefix, limit).await,
         Command::Del { key, prefix } => cli.del(key, prefix).await,
+        Command::Watch(args) => cli.watch(args).await,
+        Command::Lock(args) => cli.lock(args).await,
+        Command::Elect(args) if args.listen => cli.elect_listen(args.name, args.count).await,
+        Command::Elect(args) => {
+            let value = args.value.unwrap_or_default();
+            cli.elect(args.name, value, args.ttl).await
+        }
+        Command::Presence(PresenceCmd::Join {
+            group,
+            member,
+            metadata,
+            ttl,
+        }) => cli.presence_join(group, member, metadata, ttl).await,
+        Command::Presence(PresenceCmd::List { group }) => cli.presence_list(group).await,
+        Command::Presence(PresenceCmd::Watch { group, count }) => {
+            cli.presence_watch(group, count).await
+        }
+        Command::Txn(args) => cli.txn(args).await,
     }
 }
 
@@ -385,17 +569,16 @@ impl Cli {
         self.print_renewal(id, ttl_ms)
     }
 
-    /// Renews every TTL/3, counted from each renewal's send time, until Ctrl-C or the lease is
-    /// gone. A failed renewal is reported and retried sooner; it is not fatal while the lease
-    /// may still be alive.
+    /// Renews every TTL/3, counted from each renewal's send time, until Ctrl-C (or SIGTERM) or
+    /// the lease is gone. A failed renewal is reported and retried sooner; it is not fatal while
+    /// the lease may still be alive.
     async fn lease_keepalive_loop(&self, id: u64) -> Result<()> {
         const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
-        let ctrl_c = tokio::signal::ctrl_c();
-        tokio::pin!(ctrl_c);
+        let mut signals = Signals::install()?;
         loop {
             let sent = Instant::now();
             let renewal = tokio::select! {
-                _ = &mut ctrl_c => return Ok(()),
+                _ = signals.recv() => return Ok(()),
                 renewal = self.renew(id) => renewal,
             };
             let next = match renewal {
@@ -413,7 +596,7 @@ impl Cli {
                 }
             };
             tokio::select! {
-                _ = &mut ctrl_c => return Ok(()),
+                _ = signals.recv() => return Ok(()),
                 () = tokio::time::sleep_until(next) => {}
             }
         }
@@ -696,6 +879,212 @@ mod tests {
         );
         assert!(parse(&["status", "-o", "yaml"]).is_err());
         assert!(parse(&["status", "--timeout", "0s"]).is_err());
+    }
+
+    #[test]
+    fn watch_lock_elect_and_presence_parse_their_arguments() {
+        match parse(&[
+            "watch",
+            "svc/",
+            "--prefix",
+            "--rev",
+            "5",
+            "--prev-kv",
+            "--count",
+            "2",
+        ])
+        .map(|c| c.command)
+        {
+            Ok(Top::Client(Command::Watch(WatchArgs {
+                key,
+                prefix: true,
+                rev: Some(5),
+                prev_kv: true,
+                count: Some(2),
+            }))) => assert_eq!(key, "svc/"),
+            other => panic!("parsed as {other:?}"),
+        }
+        match parse(&["lock", "jobs"]).map(|c| c.command) {
+            Ok(Top::Client(Command::Lock(args))) => {
+                assert_eq!(args.ttl, Duration::from_secs(10), "default TTL");
+                assert_eq!(args.timeout_lock, None);
+                assert!(args.command.is_empty());
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+        // Everything after `--` is CMD, global options and dashes included.
+        let cli = parse(&[
+            "lock",
+            "jobs",
+            "--ttl",
+            "2s",
+            "--timeout-lock",
+            "1s",
+            "-o",
+            "json",
+            "--",
+            "sh",
+            "-c",
+            "echo hi",
+            "-o",
+            "table",
+        ])
+        .expect("parses");
+        assert_eq!(cli.global.output, OutputFormat::Json);
+        match cli.command {
+            Top::Client(Command::Lock(args)) => {
+                assert_eq!(args.name, "jobs");
+                assert_eq!(args.ttl, Duration::from_secs(2));
+                assert_eq!(args.timeout_lock, Some(Duration::from_secs(1)));
+                assert_eq!(args.command, ["sh", "-c", "echo hi", "-o", "table"]);
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+        match parse(&["elect", "scheduler", "node-a", "--ttl", "5s"]).map(|c| c.command) {
+            Ok(Top::Client(Command::Elect(args))) => {
+                assert_eq!(args.value.as_deref(), Some("node-a"));
+                assert!(!args.listen);
+                assert_eq!(args.ttl, Duration::from_secs(5));
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+        match parse(&["elect", "scheduler", "--listen", "--count", "1"]).map(|c| c.command) {
+            Ok(Top::Client(Command::Elect(ElectArgs {
+                value: None,
+                listen: true,
+                count: Some(1),
+                ..
+            }))) => {}
+            other => panic!("parsed as {other:?}"),
+        }
+        match parse(&[
+            "presence",
+            "join",
+            "workers",
+            "w-1",
+            "10.0.0.7:80",
+            "--ttl",
+            "3s",
+        ])
+        .map(|c| c.command)
+        {
+            Ok(Top::Client(Command::Presence(PresenceCmd::Join {
+                group,
+                member,
+                metadata,
+                ttl,
+            }))) => {
+                assert_eq!((group.as_str(), member.as_str()), ("workers", "w-1"));
+                assert_eq!(metadata, "10.0.0.7:80");
+                assert_eq!(ttl, Duration::from_secs(3));
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+        match parse(&["presence", "join", "workers", "w-1"]).map(|c| c.command) {
+            Ok(Top::Client(Command::Presence(PresenceCmd::Join { metadata, ttl, .. }))) => {
+                assert_eq!(metadata, "", "metadata is optional");
+                assert_eq!(ttl, Duration::from_secs(10));
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+        match parse(&["presence", "watch", "workers", "--count", "3"]).map(|c| c.command) {
+            Ok(Top::Client(Command::Presence(PresenceCmd::Watch { count: Some(3), .. }))) => {}
+            other => panic!("parsed as {other:?}"),
+        }
+        match parse(&["presence", "list", "workers"]).map(|c| c.command) {
+            Ok(Top::Client(Command::Presence(PresenceCmd::List { group }))) => {
+                assert_eq!(group, "workers");
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_watch_lock_elect_and_presence_arguments_are_rejected() {
+        assert!(parse(&["watch"]).is_err(), "KEY required");
+        assert!(parse(&["watch", "k", "--count", "0"]).is_err());
+        assert!(parse(&["watch", "k", "--rev", "0"]).is_err());
+        assert!(parse(&["lock"]).is_err(), "NAME required");
+        assert!(
+            parse(&["lock", "jobs", "--ttl", "10"]).is_err(),
+            "unit required"
+        );
+        assert!(parse(&["lock", "jobs", "--timeout-lock", "0s"]).is_err());
+        assert!(parse(&["lock", "jobs", "sh"]).is_err(), "CMD only after --");
+        assert!(parse(&["elect", "s"]).is_err(), "VALUE or --listen");
+        assert!(parse(&["elect", "s", "v", "--listen"]).is_err());
+        assert!(parse(&["elect", "s", "--listen", "--ttl", "5s"]).is_err());
+        assert!(
+            parse(&["elect", "s", "v", "--count", "1"]).is_err(),
+            "--count needs --listen"
+        );
+        assert!(
+            parse(&["presence", "join", "workers"]).is_err(),
+            "MEMBER required"
+        );
+        assert!(parse(&["presence", "list"]).is_err());
+        assert!(parse(&["presence", "watch", "g", "--count", "0"]).is_err());
+    }
+
+    #[test]
+    fn txn_parses_compares_operations_and_guard_in_order() {
+        let cli = parse(&[
+            "txn",
+            "--if",
+            "svc/leader version = 0",
+            "--if",
+            "svc/epoch value != 3",
+            "--then",
+            "put svc/leader node-a --lease 7",
+            "--then",
+            "get svc/ --prefix",
+            "--else",
+            "get svc/leader",
+            "--guard",
+            "jobs:42",
+        ])
+        .expect("parses");
+        let Top::Client(Command::Txn(args)) = cli.command else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert_eq!(args.compares.len(), 2);
+        assert_eq!(args.compares[0].key, b"svc/leader");
+        assert_eq!(args.compares[1].key, b"svc/epoch");
+        let kinds: Vec<&str> = args
+            .success
+            .iter()
+            .chain(&args.failure)
+            .map(|op| match &op.op {
+                Some(zaris_client::proto::txn_op::Op::Put(_)) => "put",
+                Some(zaris_client::proto::txn_op::Op::Range(_)) => "get",
+                Some(zaris_client::proto::txn_op::Op::DeleteRange(_)) => "del",
+                None => "none",
+            })
+            .collect();
+        assert_eq!(kinds, ["put", "get", "get"]);
+        let guard = args.guard.expect("guard");
+        assert_eq!((guard.lock_name.as_str(), guard.token), ("jobs", 42));
+
+        // No compares and no operations is a valid (empty) Txn.
+        assert!(parse(&["txn"]).is_ok());
+    }
+
+    #[test]
+    fn bad_txn_arguments_are_usage_errors_naming_the_problem() {
+        let err = |args: &[&str]| {
+            let err = parse(args).expect_err("rejected");
+            assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation, "{err}");
+            err.to_string()
+        };
+        let message = err(&["txn", "--if", "k version ="]);
+        assert!(message.contains("--if <COMPARE>"), "{message}");
+        assert!(message.contains("KEY TARGET OP OPERAND"), "{message}");
+        assert!(err(&["txn", "--if", "k size = 1"]).contains("unknown TARGET"));
+        assert!(err(&["txn", "--if", "k version = x"]).contains("must be a number"));
+        assert!(err(&["txn", "--then", "set k v"]).contains("unknown operation"));
+        assert!(err(&["txn", "--else", "put k"]).contains("put KEY VALUE"));
+        assert!(err(&["txn", "--guard", "jobs"]).contains("LOCK:TOKEN"));
+        assert!(err(&["txn", "--guard", "jobs:0"]).contains("positive"));
     }
 
     #[test]

@@ -2,10 +2,14 @@
 //! otherwise. Pure functions from responses to text, so they are tested without a cluster.
 
 use serde_json::{Value, json};
+use zaris_client::proto::txn_op_response::Response as OpResponse;
 use zaris_client::proto::{
     DeleteRangeResponse, ErrorCode, KeyValue, LeaseSummary, LeaseTimeToLiveResponse, Member,
     MemberKind, NodeRole, PutResponse, PutResult, RangeResponse, ResponseHeader, RevokeResult,
-    StatusResponse,
+    StatusResponse, TxnResponse, TxnResult,
+};
+use zaris_client::{
+    EventKind, ExpiredReason, Incumbent, Member as PresenceMember, PresenceEvent, WatchEvent,
 };
 
 use super::duration::format_ms;
@@ -324,6 +328,283 @@ pub(crate) fn leases_text(leases: &[LeaseSummary]) -> String {
     table(&["ID", "TTL", "REMAINING", "KEYS", "LOCKS"], &rows)
 }
 
+pub(crate) fn txn_result_name(result: i32) -> &'static str {
+    match TxnResult::try_from(result) {
+        Ok(TxnResult::CompareSucceeded) => "succeeded",
+        Ok(TxnResult::CompareFailed) => "failed",
+        Ok(TxnResult::GuardFailed) => "guard_failed",
+        Ok(TxnResult::LeaseNotFound) => "lease_not_found",
+        Ok(TxnResult::Unspecified) | Err(_) => "unknown",
+    }
+}
+
+/// How a lease ended, as the tail of "lease N ...".
+pub(crate) fn expired_reason_text(reason: ExpiredReason) -> &'static str {
+    match reason {
+        ExpiredReason::DeadlinePassed => "could not be renewed before its safe deadline",
+        ExpiredReason::NotFound => "expired or was revoked",
+        ExpiredReason::Revoked => "was revoked",
+    }
+}
+
+/// A value or `-` for an absent lease.
+fn lease_cell(lease: u64) -> String {
+    match lease {
+        0 => "-".to_owned(),
+        lease => lease.to_string(),
+    }
+}
+
+/// One watch event: `type` (put, delete, expire, revoke), `key`, `value` (puts only), `lease`
+/// (put: the key's lease, 0 = none; expire/revoke: the lease that ended; delete: 0) and
+/// `revision`; with `--prev-kv` also `prev_kv` (null if the key did not exist).
+pub(crate) fn watch_event_json(event: &WatchEvent, with_prev: bool) -> Value {
+    let mut value = json!({
+        "type": event.kind.as_str(),
+        "key": text(event.key()),
+        "lease": event.lease,
+        "revision": event.revision,
+    });
+    if event.kind == EventKind::Put {
+        value["value"] = json!(text(&event.kv.value));
+    }
+    if with_prev {
+        value["prev_kv"] = event.prev_kv.as_ref().map_or(Value::Null, kv_json);
+    }
+    value
+}
+
+pub(crate) fn watch_event_text(event: &WatchEvent, with_prev: bool) -> String {
+    let key = text(event.key());
+    let kind = event.kind.as_str().to_uppercase();
+    let revision = event.revision;
+    let mut line = match event.kind {
+        EventKind::Put if event.lease == 0 => {
+            format!(
+                "{kind:<6}  {key} = {}  (revision {revision})",
+                text(&event.kv.value)
+            )
+        }
+        EventKind::Put => format!(
+            "{kind:<6}  {key} = {}  (lease {}, revision {revision})",
+            text(&event.kv.value),
+            event.lease
+        ),
+        EventKind::Delete => format!("{kind:<6}  {key}  (revision {revision})"),
+        EventKind::Expire => {
+            format!(
+                "{kind:<6}  {key}  (lease {} expired, revision {revision})",
+                event.lease
+            )
+        }
+        EventKind::Revoke => {
+            format!(
+                "{kind:<6}  {key}  (lease {} revoked, revision {revision})",
+                event.lease
+            )
+        }
+    };
+    if with_prev {
+        match &event.prev_kv {
+            Some(prev) => line.push_str(&format!("  previous: {}", text(&prev.value))),
+            None => line.push_str("  previous: none"),
+        }
+    }
+    line
+}
+
+fn presence_member_json(event: &str, member: &PresenceMember) -> Value {
+    json!({
+        "event": event,
+        "member": member.name,
+        "metadata": text(&member.metadata),
+        "lease": member.lease,
+        "revision": member.revision,
+    })
+}
+
+fn presence_member_text(event: &str, member: &PresenceMember) -> String {
+    format!(
+        "{event:<7}  {}  {}  (lease {}, revision {})",
+        member.name,
+        text(&member.metadata),
+        member.lease,
+        member.revision
+    )
+}
+
+/// `zaris presence list`: the members and the revision they reflect.
+pub(crate) fn presence_list_json(group: &str, members: &[PresenceMember], revision: u64) -> Value {
+    let members: Vec<Value> = members
+        .iter()
+        .map(|member| {
+            json!({
+                "member": member.name,
+                "metadata": text(&member.metadata),
+                "lease": member.lease,
+                "revision": member.revision,
+            })
+        })
+        .collect();
+    json!({ "group": group, "revision": revision, "members": members })
+}
+
+pub(crate) fn presence_list_text(group: &str, members: &[PresenceMember], revision: u64) -> String {
+    if members.is_empty() {
+        return format!("no members in {group} (revision {revision})");
+    }
+    let rows: Vec<Vec<String>> = members
+        .iter()
+        .map(|member| {
+            vec![
+                member.name.clone(),
+                text(&member.metadata),
+                lease_cell(member.lease),
+                member.revision.to_string(),
+            ]
+        })
+        .collect();
+    table(&["MEMBER", "METADATA", "LEASE", "REVISION"], &rows)
+}
+
+/// A member present when `zaris presence watch` started.
+pub(crate) fn presence_initial_json(member: &PresenceMember) -> Value {
+    presence_member_json("present", member)
+}
+
+pub(crate) fn presence_initial_text(member: &PresenceMember) -> String {
+    presence_member_text("present", member)
+}
+
+/// A change seen by `zaris presence watch`: `event` is joined, updated or left; a departure has
+/// `how` (expire, revoke, delete) and the `lease` that ended (0 for delete).
+pub(crate) fn presence_event_json(event: &PresenceEvent) -> Value {
+    match event {
+        PresenceEvent::Joined(member) => presence_member_json("joined", member),
+        PresenceEvent::Updated(member) => presence_member_json("updated", member),
+        PresenceEvent::Left {
+            name,
+            how,
+            lease,
+            revision,
+        } => json!({
+            "event": "left",
+            "member": name,
+            "how": how.as_str(),
+            "lease": lease,
+            "revision": revision,
+        }),
+    }
+}
+
+pub(crate) fn presence_event_text(event: &PresenceEvent) -> String {
+    match event {
+        PresenceEvent::Joined(member) => presence_member_text("joined", member),
+        PresenceEvent::Updated(member) => presence_member_text("updated", member),
+        PresenceEvent::Left {
+            name,
+            how,
+            lease,
+            revision,
+        } => {
+            let lease = match lease {
+                0 => String::new(),
+                lease => format!("lease {lease}, "),
+            };
+            format!(
+                "{:<7}  {name}  how={}  ({lease}revision {revision})",
+                "left",
+                how.as_str()
+            )
+        }
+    }
+}
+
+/// The leader of an election as `zaris elect --listen` prints it; `leader` is null while there
+/// is none.
+pub(crate) fn leader_json(election: &str, incumbent: Option<&Incumbent>) -> Value {
+    let leader = incumbent.map_or(Value::Null, |incumbent| {
+        json!({
+            "value": text(&incumbent.value),
+            "lease": incumbent.lease,
+            "revision": incumbent.revision,
+        })
+    });
+    json!({ "election": election, "leader": leader })
+}
+
+pub(crate) fn leader_text(election: &str, incumbent: Option<&Incumbent>) -> String {
+    match incumbent {
+        Some(incumbent) => format!(
+            "{election} = {}  (lease {}, revision {})",
+            text(&incumbent.value),
+            incumbent.lease,
+            incumbent.revision
+        ),
+        None => format!("{election}: no leader"),
+    }
+}
+
+fn txn_op_json(response: &OpResponse) -> Value {
+    match response {
+        OpResponse::Put(put) => json!({ "op": "put", "result": put_result_name(put.result) }),
+        OpResponse::DeleteRange(delete) => json!({ "op": "del", "deleted": delete.deleted }),
+        OpResponse::Range(range) => json!({
+            "op": "get",
+            "kvs": range.kvs.iter().map(kv_json).collect::<Vec<_>>(),
+            "count": range.count,
+            "more": range.more,
+        }),
+    }
+}
+
+/// `zaris txn`: the branch that ran (`result`: succeeded, failed, guard_failed,
+/// lease_not_found) and one entry per operation of that branch.
+pub(crate) fn txn_json(txn: &TxnResponse) -> Value {
+    let responses: Vec<Value> = txn
+        .responses
+        .iter()
+        .map(|op| {
+            op.response
+                .as_ref()
+                .map_or_else(|| json!({ "op": "unknown" }), txn_op_json)
+        })
+        .collect();
+    json!({
+        "result": txn_result_name(txn.result),
+        "revision": revision(txn.header.as_ref()),
+        "responses": responses,
+    })
+}
+
+pub(crate) fn txn_text(txn: &TxnResponse) -> String {
+    let branch = match TxnResult::try_from(txn.result) {
+        Ok(TxnResult::CompareSucceeded) => "succeeded: the --then operations ran".to_owned(),
+        Ok(TxnResult::CompareFailed) => "failed: the --else operations ran".to_owned(),
+        _ => txn_result_name(txn.result).to_owned(),
+    };
+    let mut out = format!("{branch} (revision {})", revision(txn.header.as_ref()));
+    for op in &txn.responses {
+        out.push('\n');
+        match &op.response {
+            Some(OpResponse::Put(put)) => {
+                out.push_str(&format!("put: {}", put_result_name(put.result)));
+            }
+            Some(OpResponse::DeleteRange(delete)) => {
+                let noun = if delete.deleted == 1 { "key" } else { "keys" };
+                out.push_str(&format!("del: deleted {} {noun}", delete.deleted));
+            }
+            Some(OpResponse::Range(range)) if range.kvs.is_empty() => out.push_str("get: no keys"),
+            Some(OpResponse::Range(range)) => {
+                out.push_str("get:\n");
+                out.push_str(&range_text(range));
+            }
+            None => out.push_str("unknown operation result"),
+        }
+    }
+    out
+}
+
 /// One line describing a client error for people, saying whether the operation may have
 /// happened when that is in doubt. `endpoints` are the endpoints the client tried.
 pub(crate) fn describe_error(err: &zaris_client::Error, endpoints: &[String]) -> String {
@@ -601,6 +882,254 @@ mod tests {
             "not_found"
         );
         assert_eq!(revoke_result_name(RevokeResult::Revoked.into()), "revoked");
+    }
+
+    #[test]
+    fn a_compacted_watch_and_a_lost_lease_read_as_one_line() {
+        let endpoints = vec!["127.0.0.1:7001".to_owned()];
+        let compacted = Error::Compacted {
+            requested: 1,
+            compact_revision: 40,
+        };
+        let text = describe_error(&compacted, &endpoints);
+        assert_eq!(
+            text,
+            "watch from revision 1 is no longer possible: history starts at revision 40; \
+             re-read and watch again"
+        );
+        let lost = Error::LeaseLost {
+            id: 7,
+            reason: "it was revoked".into(),
+        };
+        assert_eq!(
+            describe_error(&lost, &endpoints),
+            "lease 7 is no longer valid (it was revoked)"
+        );
+    }
+
+    #[test]
+    fn lease_list_text_shows_remaining_ttl_keys_and_locks() {
+        let leases = [
+            LeaseSummary {
+                id: 7,
+                ttl_ms: 10_000,
+                remaining_ttl_ms: 8_500,
+                key_count: 2,
+                lock_count: 1,
+            },
+            LeaseSummary {
+                id: 12,
+                ttl_ms: 2_000,
+                remaining_ttl_ms: 900,
+                key_count: 0,
+                lock_count: 0,
+            },
+        ];
+        assert_eq!(
+            leases_text(&leases),
+            "ID  TTL  REMAINING  KEYS  LOCKS\n\
+             7   10s  8.5s       2     1\n\
+             12  2s   900ms      0     0"
+        );
+    }
+
+    fn kv(key: &str, value: &str, lease: u64, revision: u64) -> KeyValue {
+        KeyValue {
+            key: key.as_bytes().to_vec(),
+            value: value.as_bytes().to_vec(),
+            create_revision: revision,
+            mod_revision: revision,
+            version: 1,
+            lease,
+        }
+    }
+
+    #[test]
+    fn watch_events_name_the_kind_key_lease_and_revision() {
+        let put = WatchEvent {
+            kind: EventKind::Put,
+            kv: kv("svc/a", "up", 7, 12),
+            prev_kv: None,
+            lease: 7,
+            revision: 12,
+        };
+        assert_eq!(
+            watch_event_json(&put, false),
+            json!({"type": "put", "key": "svc/a", "value": "up", "lease": 7, "revision": 12})
+        );
+        assert_eq!(
+            watch_event_text(&put, false),
+            "PUT     svc/a = up  (lease 7, revision 12)"
+        );
+        assert_eq!(watch_event_json(&put, true)["prev_kv"], Value::Null);
+        assert!(watch_event_text(&put, true).ends_with("previous: none"));
+
+        let expire = WatchEvent {
+            kind: EventKind::Expire,
+            kv: kv("svc/a", "", 0, 0),
+            prev_kv: Some(kv("svc/a", "up", 7, 12)),
+            lease: 7,
+            revision: 15,
+        };
+        let value = watch_event_json(&expire, true);
+        assert_eq!(value["type"], "expire");
+        assert_eq!(value["lease"], 7);
+        assert_eq!(value["revision"], 15);
+        assert!(value.get("value").is_none(), "removals carry no value");
+        assert_eq!(value["prev_kv"]["value"], "up");
+        assert_eq!(
+            watch_event_text(&expire, true),
+            "EXPIRE  svc/a  (lease 7 expired, revision 15)  previous: up"
+        );
+        let revoke = WatchEvent {
+            kind: EventKind::Revoke,
+            ..expire.clone()
+        };
+        assert!(watch_event_text(&revoke, false).contains("lease 7 revoked"));
+        let delete = WatchEvent {
+            kind: EventKind::Delete,
+            lease: 0,
+            ..expire
+        };
+        assert_eq!(
+            watch_event_text(&delete, false),
+            "DELETE  svc/a  (revision 15)"
+        );
+    }
+
+    #[test]
+    fn presence_and_election_output() {
+        let member = PresenceMember {
+            name: "w-1".into(),
+            metadata: b"10.0.0.7:80".to_vec(),
+            lease: 7,
+            revision: 12,
+        };
+        assert_eq!(
+            presence_list_json("workers", std::slice::from_ref(&member), 14),
+            json!({"group": "workers", "revision": 14, "members": [
+                {"member": "w-1", "metadata": "10.0.0.7:80", "lease": 7, "revision": 12}]})
+        );
+        assert_eq!(
+            presence_list_text("workers", std::slice::from_ref(&member), 14),
+            "MEMBER  METADATA     LEASE  REVISION\n\
+             w-1     10.0.0.7:80  7      12"
+        );
+        assert_eq!(
+            presence_list_text("workers", &[], 14),
+            "no members in workers (revision 14)"
+        );
+        assert_eq!(presence_initial_json(&member)["event"], "present");
+        assert_eq!(
+            presence_event_json(&PresenceEvent::Joined(member.clone()))["event"],
+            "joined"
+        );
+        assert_eq!(
+            presence_event_text(&PresenceEvent::Updated(member)),
+            "updated  w-1  10.0.0.7:80  (lease 7, revision 12)"
+        );
+        let left = PresenceEvent::Left {
+            name: "w-1".into(),
+            how: EventKind::Expire,
+            lease: 7,
+            revision: 20,
+        };
+        assert_eq!(
+            presence_event_json(&left),
+            json!({"event": "left", "member": "w-1", "how": "expire", "lease": 7, "revision": 20})
+        );
+        assert_eq!(
+            presence_event_text(&left),
+            "left     w-1  how=expire  (lease 7, revision 20)"
+        );
+
+        let incumbent = Incumbent {
+            value: b"node-a".to_vec(),
+            lease: 9,
+            revision: 30,
+        };
+        assert_eq!(
+            leader_json("scheduler", Some(&incumbent)),
+            json!({"election": "scheduler",
+                   "leader": {"value": "node-a", "lease": 9, "revision": 30}})
+        );
+        assert_eq!(
+            leader_json("scheduler", None),
+            json!({"election": "scheduler", "leader": null})
+        );
+        assert_eq!(
+            leader_text("scheduler", Some(&incumbent)),
+            "scheduler = node-a  (lease 9, revision 30)"
+        );
+        assert_eq!(leader_text("scheduler", None), "scheduler: no leader");
+        assert_eq!(
+            expired_reason_text(ExpiredReason::DeadlinePassed),
+            "could not be renewed before its safe deadline"
+        );
+    }
+
+    #[test]
+    fn txn_output_names_the_branch_and_each_result() {
+        use zaris_client::proto::TxnOpResponse;
+
+        let op = |response| TxnOpResponse {
+            response: Some(response),
+        };
+        let txn = TxnResponse {
+            header: header(21),
+            result: TxnResult::CompareSucceeded.into(),
+            responses: vec![
+                op(OpResponse::Put(PutResponse {
+                    result: PutResult::Ok.into(),
+                    ..PutResponse::default()
+                })),
+                op(OpResponse::DeleteRange(DeleteRangeResponse {
+                    deleted: 1,
+                    ..DeleteRangeResponse::default()
+                })),
+                op(OpResponse::Range(RangeResponse {
+                    kvs: vec![kv("k", "v", 0, 21)],
+                    count: 1,
+                    ..RangeResponse::default()
+                })),
+            ],
+        };
+        assert_eq!(
+            txn_json(&txn),
+            json!({"result": "succeeded", "revision": 21, "responses": [
+                {"op": "put", "result": "ok"},
+                {"op": "del", "deleted": 1},
+                {"op": "get", "count": 1, "more": false, "kvs": [
+                    {"key": "k", "value": "v", "lease": 0, "mod_revision": 21,
+                     "create_revision": 21, "version": 1}]},
+            ]})
+        );
+        let text = txn_text(&txn);
+        assert!(
+            text.starts_with(
+                "succeeded: the --then operations ran (revision 21)\nput: ok\n\
+                              del: deleted 1 key\nget:\nKEY"
+            ),
+            "{text}"
+        );
+        let failed = TxnResponse {
+            result: TxnResult::CompareFailed.into(),
+            responses: Vec::new(),
+            ..txn
+        };
+        assert_eq!(txn_json(&failed)["result"], "failed");
+        assert_eq!(
+            txn_text(&failed),
+            "failed: the --else operations ran (revision 21)"
+        );
+        assert_eq!(
+            txn_result_name(TxnResult::GuardFailed.into()),
+            "guard_failed"
+        );
+        assert_eq!(
+            txn_result_name(TxnResult::LeaseNotFound.into()),
+            "lease_not_found"
+        );
     }
 
     #[test]

@@ -1,23 +1,154 @@
-//! The CLI against a real node: one JSON object per command with `-o json`, clear one-line
-//! errors and non-zero exit codes.
+//! The CLI against a real node: one JSON object per command (or per event) with `-o json`, clear
+//! one-line errors and non-zero exit codes; the long-running commands (lock, watch, elect,
+//! presence) run as background processes that are killed if a test fails.
 
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::procs::{NodeProc, zaris};
+use crate::procs::{NodeProc, client, zaris};
+
+/// Longest any one `zaris` client command may take in these tests.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A `zaris` client process with stdout and stderr in files (never pipes: a grandchild that
+/// outlives it cannot block the test). SIGKILLed on drop, so a failing test leaves nothing
+/// running.
+struct ClientProc {
+    child: Option<Child>,
+    stdout: PathBuf,
+    stderr: PathBuf,
+}
+
+impl ClientProc {
+    /// Starts `zaris --endpoints addr -o json ARGS...`.
+    fn start(addr: &str, args: &[&str]) -> ClientProc {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir();
+        let stem = format!("zaris-cli-{}-{n}", std::process::id());
+        let stdout = dir.join(format!("{stem}.out"));
+        let stderr = dir.join(format!("{stem}.err"));
+        let child = Command::new(zaris())
+            .args(["--endpoints", addr, "-o", "json"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&stdout).expect("stdout file"))
+            .stderr(std::fs::File::create(&stderr).expect("stderr file"))
+            .spawn()
+            .expect("spawn zaris");
+        ClientProc {
+            child: Some(child),
+            stdout,
+            stderr,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// Waits for the process to exit; panics (and kills it) after `timeout`.
+    fn wait(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        let child = self.child.as_mut().expect("not waited for yet");
+        loop {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                self.child = None;
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "zaris did not exit within {timeout:?}; stdout: {} stderr: {}",
+                self.stdout(),
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends SIG`signal` (TERM, INT, ...).
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args(["-s", signal, &self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -s {signal} failed");
+    }
+
+    fn stdout(&self) -> String {
+        read(&self.stdout)
+    }
+
+    fn stderr(&self) -> String {
+        read(&self.stderr)
+    }
+
+    /// Each stdout line as JSON (asserting every line is one object).
+    fn json_lines(&self) -> Vec<Value> {
+        self.stdout().lines().map(json).collect()
+    }
+}
+
+impl Drop for ClientProc {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_file(&self.stdout);
+        let _ = std::fs::remove_file(&self.stderr);
+    }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// Runs `zaris --endpoints addr -o json ARGS...` to completion: (exit status, stdout, stderr).
+fn run_status(addr: &str, args: &[&str]) -> (ExitStatus, String, String) {
+    let mut proc = ClientProc::start(addr, args);
+    let status = proc.wait(COMMAND_TIMEOUT);
+    (status, proc.stdout(), proc.stderr())
+}
 
 fn run(addr: &str, args: &[&str]) -> (bool, String, String) {
-    let output = Command::new(zaris())
-        .args(["--endpoints", addr, "-o", "json"])
-        .args(args)
-        .output()
-        .expect("run zaris");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).trim().to_string(),
-        String::from_utf8_lossy(&output.stderr).trim().to_string(),
-    )
+    let (status, out, err) = run_status(addr, args);
+    (status.success(), out, err)
+}
+
+/// Polls until `check` returns `Some`, for at most `timeout`.
+fn poll<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Whether lock `name` is held, asked through the client library.
+fn lock_held(addr: &str, name: &str) -> bool {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        client(&[addr])
+            .await
+            .lock_status(name)
+            .await
+            .expect("lock status")
+            .held
+    })
 }
 
 fn json(text: &str) -> Value {
@@ -90,4 +221,312 @@ fn cli_drives_a_node_with_json_output() {
     let (ok, _, err) = run("127.0.0.1:1", &["status"]);
     assert!(!ok);
     assert!(!err.is_empty());
+}
+
+#[test]
+fn lock_runs_a_command_with_its_token_and_releases_the_lock() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let node = NodeProc::start(1, root.path(), "127.0.0.1:0", false);
+    let addr = node.addr.as_str();
+    let token_file = |n: u32| root.path().join(format!("token-{n}"));
+    let write_token = |n: u32| format!("echo $ZARIS_LOCK_TOKEN > {}", token_file(n).display());
+    let read_token = |n: u32| -> u64 {
+        let text = read(&token_file(n));
+        text.parse()
+            .unwrap_or_else(|_| panic!("token file holds {text:?}"))
+    };
+
+    let (status, out, err) = run_status(addr, &["lock", "jobs", "--", "sh", "-c", &write_token(1)]);
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(out.is_empty(), "stdout belongs to CMD: {out}");
+    let first = read_token(1);
+    assert!(first > 0);
+    assert!(!lock_held(addr, "jobs"), "released when CMD exited");
+    let (ok, out, _) = run(addr, &["lease", "list"]);
+    assert!(ok);
+    assert_eq!(json(&out)["leases"], serde_json::json!([]), "lease revoked");
+
+    let (status, _, err) = run_status(addr, &["lock", "jobs", "--", "sh", "-c", &write_token(2)]);
+    assert_eq!(status.code(), Some(0), "{err}");
+    let second = read_token(2);
+    assert!(second > first, "tokens grow: {first} then {second}");
+
+    // The command sees the rest of its environment too.
+    let env_file = root.path().join("env");
+    let script = format!(
+        "echo \"$ZARIS_LOCK_NAME $ZARIS_LEASE_ID $ZARIS_ENDPOINTS\" > {}",
+        env_file.display()
+    );
+    let (status, _, err) = run_status(addr, &["lock", "jobs", "--", "sh", "-c", &script]);
+    assert_eq!(status.code(), Some(0), "{err}");
+    let env = read(&env_file);
+    let words: Vec<&str> = env.split(' ').collect();
+    assert_eq!(words.len(), 3, "{env}");
+    assert_eq!(words[0], "jobs");
+    assert!(words[1].parse::<u64>().is_ok_and(|id| id > 0), "{env}");
+    assert!(words[2].contains(addr), "{env}");
+
+    // CMD's exit code is zaris's, and the lock is released all the same.
+    let (status, _, _) = run_status(addr, &["lock", "jobs", "--", "sh", "-c", "exit 3"]);
+    assert_eq!(status.code(), Some(3));
+    assert!(!lock_held(addr, "jobs"));
+
+    // Without CMD: prints the token, holds the lock until SIGTERM, then releases it.
+    let mut holder = ClientProc::start(addr, &["lock", "jobs", "--ttl", "2s"]);
+    let acquired = poll("the lock to be acquired", COMMAND_TIMEOUT, || {
+        holder.json_lines().into_iter().next()
+    });
+    assert_eq!(acquired["event"], "acquired");
+    assert_eq!(acquired["lock"], "jobs");
+    assert!(
+        acquired["token"].as_u64().is_some_and(|t| t > second),
+        "{acquired}"
+    );
+    assert!(lock_held(addr, "jobs"));
+    // A second locker gives up after --timeout-lock with a clear error.
+    let (ok, _, err) = run(addr, &["lock", "jobs", "--timeout-lock", "500ms"]);
+    assert!(!ok);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("not acquired within 500ms"), "{err}");
+    holder.signal("TERM");
+    let status = holder.wait(COMMAND_TIMEOUT);
+    assert!(status.success(), "{}", holder.stderr());
+    let lines = holder.json_lines();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[1]["event"], "released");
+    assert!(!lock_held(addr, "jobs"));
+
+    let (ok, _, err) = run(addr, &["lock", "jobs", "--", "/nonexistent/command"]);
+    assert!(!ok);
+    assert!(err.contains("cannot run /nonexistent/command"), "{err}");
+    assert!(!lock_held(addr, "jobs"));
+}
+
+#[test]
+fn a_lost_lock_terminates_the_command() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let node = NodeProc::start(1, root.path(), "127.0.0.1:0", false);
+    let addr = node.addr.as_str();
+    let pid_file = root.path().join("child.pid");
+    let script = format!("echo $$ > {}; exec sleep 60", pid_file.display());
+    let mut locker = ClientProc::start(
+        addr,
+        &["lock", "doomed", "--ttl", "2s", "--", "sh", "-c", &script],
+    );
+    let child_pid: u32 = poll("the command to start", COMMAND_TIMEOUT, || {
+        read(&pid_file).parse().ok()
+    });
+    let proc_dir = PathBuf::from(format!("/proc/{child_pid}"));
+    assert!(proc_dir.exists());
+
+    let (ok, out, _) = run(addr, &["lease", "list"]);
+    assert!(ok);
+    let leases = json(&out)["leases"].clone();
+    assert_eq!(leases.as_array().map(Vec::len), Some(1), "{leases}");
+    assert_eq!(leases[0]["lock_count"], 1, "{leases}");
+    let lease = leases[0]["id"].as_u64().expect("lease id");
+    let (ok, _, err) = run(addr, &["lease", "revoke", &lease.to_string()]);
+    assert!(ok, "{err}");
+
+    let revoked = Instant::now();
+    let status = locker.wait(Duration::from_secs(10));
+    assert!(!status.success());
+    assert!(
+        revoked.elapsed() < Duration::from_secs(8),
+        "took {:?}",
+        revoked.elapsed()
+    );
+    let err = locker.stderr();
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with(&format!("error: lost lock doomed (lease {lease} ")),
+        "{err}"
+    );
+    assert!(last.contains("terminated sh"), "{err}");
+    poll("the command to be gone", Duration::from_secs(5), || {
+        (!proc_dir.exists()).then_some(())
+    });
+    assert!(!lock_held(addr, "doomed"));
+}
+
+#[test]
+fn watch_and_txn_print_one_object_per_event() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let node = NodeProc::start(1, root.path(), "127.0.0.1:0", false);
+    let addr = node.addr.as_str();
+
+    // Start the watch at a known revision, so it misses nothing however late it starts.
+    let (ok, out, err) = run(addr, &["put", "anchor", "x"]);
+    assert!(ok, "{err}");
+    let from = json(&out)["revision"].as_u64().expect("revision") + 1;
+    let mut watch = ClientProc::start(
+        addr,
+        &[
+            "watch",
+            "w/",
+            "--prefix",
+            "--rev",
+            &from.to_string(),
+            "--count",
+            "4",
+        ],
+    );
+    let grant = |ttl: &str| {
+        let (ok, out, err) = run(addr, &["lease", "grant", "--ttl", ttl]);
+        assert!(ok, "{err}");
+        json(&out)["id"].as_u64().expect("lease id")
+    };
+    let short = grant("1s");
+    let long = grant("30s");
+    for (key, lease) in [("w/short", short), ("w/long", long)] {
+        let (ok, _, err) = run(addr, &["put", key, "up", "--lease", &lease.to_string()]);
+        assert!(ok, "{err}");
+    }
+    let (ok, _, err) = run(addr, &["lease", "revoke", &long.to_string()]);
+    assert!(ok, "{err}");
+    // Nobody renews `short`: it expires.
+    let status = watch.wait(COMMAND_TIMEOUT);
+    assert!(status.success(), "{}", watch.stderr());
+    let events = watch.json_lines();
+    assert_eq!(events.len(), 4, "{events:?}");
+    assert_eq!(events[0]["type"], "put");
+    assert_eq!(events[0]["key"], "w/short");
+    assert_eq!(events[0]["value"], "up");
+    assert_eq!(events[0]["lease"], short);
+    assert_eq!(events[1]["key"], "w/long");
+    assert_eq!(events[2]["type"], "revoke");
+    assert_eq!(events[2]["key"], "w/long");
+    assert_eq!(events[2]["lease"], long);
+    assert_eq!(events[3]["type"], "expire");
+    assert_eq!(events[3]["key"], "w/short");
+    assert_eq!(events[3]["lease"], short);
+    let revisions: Vec<u64> = events
+        .iter()
+        .map(|e| e["revision"].as_u64().expect("revision"))
+        .collect();
+    assert!(
+        revisions.is_sorted() && revisions[0] >= from,
+        "{revisions:?}"
+    );
+
+    // Txn: the --then branch, then (the key now exists) the --else branch; both exit 0.
+    let txn = [
+        "txn",
+        "--if",
+        "t/k version = 0",
+        "--then",
+        "put t/k v1",
+        "--then",
+        "get t/k",
+        "--else",
+        "get t/k",
+    ];
+    let (ok, out, err) = run(addr, &txn);
+    assert!(ok, "{err}");
+    let done = json(&out);
+    assert_eq!(done["result"], "succeeded");
+    assert_eq!(
+        done["responses"][0],
+        serde_json::json!({"op": "put", "result": "ok"})
+    );
+    assert_eq!(done["responses"][1]["kvs"][0]["value"], "v1");
+    let (ok, out, err) = run(addr, &txn);
+    assert!(ok, "{err}");
+    let done = json(&out);
+    assert_eq!(done["result"], "failed");
+    assert_eq!(done["responses"].as_array().map(Vec::len), Some(1));
+    assert_eq!(done["responses"][0]["op"], "get");
+    assert_eq!(done["responses"][0]["kvs"][0]["value"], "v1");
+
+    let (ok, out, err) = run(addr, &["txn", "--guard", "nolock:5", "--then", "del t/k"]);
+    assert!(!ok);
+    assert_eq!(json(&out)["result"], "guard_failed");
+    assert!(err.contains("guard failed"), "{err}");
+    let (status, _, err) = run_status(addr, &["txn", "--if", "t/k version ="]);
+    assert_eq!(status.code(), Some(2), "a usage error: {err}");
+    assert!(err.contains("KEY TARGET OP OPERAND"), "{err}");
+}
+
+#[test]
+fn presence_and_elections_from_the_command_line() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let node = NodeProc::start(1, root.path(), "127.0.0.1:0", false);
+    let addr = node.addr.as_str();
+
+    let mut member = ClientProc::start(
+        addr,
+        &[
+            "presence",
+            "join",
+            "workers",
+            "w-1",
+            "10.0.0.7:80",
+            "--ttl",
+            "2s",
+        ],
+    );
+    let listed = poll("w-1 to be listed", COMMAND_TIMEOUT, || {
+        let (ok, out, _) = run(addr, &["presence", "list", "workers"]);
+        if !ok {
+            return None;
+        }
+        let list = json(&out);
+        list["members"]
+            .as_array()
+            .is_some_and(|m| !m.is_empty())
+            .then_some(list)
+    });
+    let joined = &listed["members"][0];
+    assert_eq!(joined["member"], "w-1");
+    assert_eq!(joined["metadata"], "10.0.0.7:80");
+    let lease = joined["lease"].as_u64().expect("lease");
+    assert!(lease > 0);
+    member.signal("INT");
+    assert!(
+        member.wait(COMMAND_TIMEOUT).success(),
+        "{}",
+        member.stderr()
+    );
+    let lines = member.json_lines();
+    assert_eq!(
+        lines.first().map(|l| l["event"].clone()),
+        Some("joined".into())
+    );
+    assert_eq!(
+        lines.last().map(|l| l["event"].clone()),
+        Some("left".into())
+    );
+    let (ok, out, _) = run(addr, &["presence", "list", "workers"]);
+    assert!(ok);
+    assert_eq!(
+        json(&out)["members"],
+        serde_json::json!([]),
+        "left on SIGINT"
+    );
+
+    let mut candidate = ClientProc::start(addr, &["elect", "scheduler", "node-a", "--ttl", "2s"]);
+    let elected = poll("node-a to be elected", COMMAND_TIMEOUT, || {
+        candidate.json_lines().into_iter().next()
+    });
+    assert_eq!(elected["event"], "elected");
+    assert!(elected["token"].as_u64().is_some_and(|t| t > 0));
+    let (ok, out, err) = run(addr, &["elect", "scheduler", "--listen", "--count", "1"]);
+    assert!(ok, "{err}");
+    let leader = json(&out);
+    assert_eq!(leader["election"], "scheduler");
+    assert_eq!(leader["leader"]["value"], "node-a");
+    assert_eq!(leader["leader"]["lease"], elected["lease"]);
+    candidate.signal("TERM");
+    assert!(
+        candidate.wait(COMMAND_TIMEOUT).success(),
+        "{}",
+        candidate.stderr()
+    );
+    assert_eq!(
+        candidate.json_lines().last().map(|l| l["event"].clone()),
+        Some("resigned".into())
+    );
+    let (ok, out, _) = run(addr, &["elect", "scheduler", "--listen", "--count", "1"]);
+    assert!(ok);
+    assert_eq!(json(&out)["leader"], Value::Null, "resigned on SIGTERM");
 }

@@ -3,4 +3,5 @@
 
 mod cli;
 mod crash;
+mod demo;
 mod procs;
