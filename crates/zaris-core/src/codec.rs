@@ -105,13 +105,19 @@ impl State {
     /// equal bytes).
     /// Streams the encoding through the hash, so a large state is never encoded whole in memory.
     pub fn digest(&self) -> Result<StateDigest, CodecError> {
-        let mut hasher = HashingWriter(Sha256::new());
-        std::io::Write::write_all(&mut hasher, &[FORMAT_VERSION])
-            .map_err(|e| CodecError::Encode(e.to_string()))?;
-        bincode::serde::encode_into_std_write(self, &mut hasher, config())
-            .map_err(|e| CodecError::Encode(e.to_string()))?;
-        Ok(StateDigest(hasher.0.finalize().into()))
+        record_digest(self).map(StateDigest)
     }
+}
+
+/// The SHA-256 of [`encode`]`(value)`, streamed through the hash so the encoding is never held
+/// in memory whole.
+pub fn record_digest<T: Serialize + ?Sized>(value: &T) -> Result<[u8; 32], CodecError> {
+    let mut hasher = HashingWriter(Sha256::new());
+    std::io::Write::write_all(&mut hasher, &[FORMAT_VERSION])
+        .map_err(|e| CodecError::Encode(e.to_string()))?;
+    bincode::serde::encode_into_std_write(value, &mut hasher, config())
+        .map_err(|e| CodecError::Encode(e.to_string()))?;
+    Ok(hasher.0.finalize().into())
 }
 
 /// Feeds written bytes to a hasher.

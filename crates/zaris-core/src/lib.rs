@@ -10,6 +10,8 @@
 
 pub mod codec;
 pub mod command;
+#[cfg(feature = "fault-injection")]
+pub mod faults;
 pub mod lessor;
 pub mod limits;
 pub mod outcome;
@@ -17,6 +19,8 @@ pub mod state;
 pub mod types;
 
 pub use command::{Command, Compare, CompareOp, CompareTarget, ExpiredLease, Request, Txn, TxnOp};
+#[cfg(feature = "fault-injection")]
+pub use faults::Faults;
 pub use lessor::{Lessor, LessorConfig};
 pub use limits::{LimitKind, Limits};
 pub use outcome::{

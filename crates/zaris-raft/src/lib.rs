@@ -8,6 +8,7 @@
 //! memory and is persisted as snapshots in sled; on restart openraft re-applies the committed log
 //! suffix after the last snapshot (the committed index is saved for that).
 
+pub mod dump;
 mod log_store;
 mod sm_store;
 mod types;

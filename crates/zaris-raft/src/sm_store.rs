@@ -12,6 +12,7 @@ use zaris_core::{Applied, Outcome, State, codec};
 use crate::io_err;
 use crate::types::{LogId, Reply, Snapshot, SnapshotMeta, StoredMembership, TypeConfig};
 
+pub(crate) const SNAPSHOT_TREE: &str = "snapshot";
 const SNAPSHOT_META: &str = "meta";
 const SNAPSHOT_DATA: &str = "data";
 
@@ -64,6 +65,9 @@ pub struct StateMachineStore {
     data: Arc<RwLock<SmData>>,
     files: SnapshotFiles,
     observer: Arc<dyn ApplyObserver>,
+    /// Deliberate state-machine bugs, set again on every state this store installs.
+    #[cfg(feature = "fault-injection")]
+    faults: zaris_core::Faults,
 }
 
 impl std::fmt::Debug for StateMachineStore {
@@ -79,7 +83,7 @@ impl StateMachineStore {
         limits: zaris_core::Limits,
     ) -> io::Result<Self> {
         let tree = db
-            .open_tree("snapshot")
+            .open_tree(SNAPSHOT_TREE)
             .map_err(|e| io_err("open snapshot tree", e))?;
         // Start empty: openraft installs the persisted snapshot and re-applies the committed log
         // after it when the node starts.
@@ -92,7 +96,19 @@ impl StateMachineStore {
             data: Arc::new(RwLock::new(data)),
             files: SnapshotFiles { tree, db },
             observer,
+            #[cfg(feature = "fault-injection")]
+            faults: zaris_core::Faults::default(),
         })
+    }
+
+    /// Switches deliberate state-machine bugs on (fault-injection builds only), for the current
+    /// state and every state installed later. Call before handing the store to Raft, with the
+    /// same faults on every node of the cluster.
+    #[cfg(feature = "fault-injection")]
+    pub fn with_faults(mut self, faults: zaris_core::Faults) -> Self {
+        self.faults = faults;
+        self.write().state.set_faults(faults);
+        self
     }
 
     pub fn handle(&self) -> StateHandle {
@@ -131,17 +147,34 @@ impl SnapshotFiles {
     }
 
     fn load(&self) -> io::Result<Option<Snapshot>> {
-        let read = |key| self.tree.get(key).map_err(|e| io_err("read snapshot", e));
-        let (Some(meta), Some(data)) = (read(SNAPSHOT_META)?, read(SNAPSHOT_DATA)?) else {
+        let Some(meta) = read_snapshot_meta(&self.tree)? else {
             return Ok(None);
         };
-        let meta: SnapshotMeta = codec::decode(&meta, codec::MAX_MESSAGE_BYTES)
-            .map_err(|e| io_err("decode snapshot meta", e))?;
+        let Some(data) = self
+            .tree
+            .get(SNAPSHOT_DATA)
+            .map_err(|e| io_err("read snapshot", e))?
+        else {
+            return Ok(None);
+        };
         Ok(Some(Snapshot {
             meta,
             snapshot: data.to_vec(),
         }))
     }
+}
+
+/// The persisted snapshot's meta, without its data.
+pub(crate) fn read_snapshot_meta(tree: &sled::Tree) -> io::Result<Option<SnapshotMeta>> {
+    let Some(meta) = tree
+        .get(SNAPSHOT_META)
+        .map_err(|e| io_err("read snapshot", e))?
+    else {
+        return Ok(None);
+    };
+    codec::decode(&meta, codec::MAX_MESSAGE_BYTES)
+        .map(Some)
+        .map_err(|e| io_err("decode snapshot meta", e))
 }
 
 /// Builds a snapshot from a consistent copy of the state, taken under the lock.
@@ -248,6 +281,13 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         snapshot: Self::SnapshotData,
     ) -> Result<(), io::Error> {
         let state = State::restore(&snapshot).map_err(|e| io_err("restore snapshot", e))?;
+        // Faults are configuration, not state: a snapshot does not carry them.
+        #[cfg(feature = "fault-injection")]
+        let state = {
+            let mut state = state;
+            state.set_faults(self.faults);
+            state
+        };
         self.files.save(meta, &snapshot).await?;
         // Outside the state lock, like every observer call (apply waits for install anyway).
         self.observer.restored(&state);

@@ -7,6 +7,8 @@ pub mod clock;
 pub mod config;
 pub mod convert;
 pub mod errors;
+#[cfg(feature = "fault-injection")]
+pub mod faults;
 mod http;
 mod lessor_task;
 mod locks;
@@ -19,6 +21,8 @@ mod renew;
 mod services;
 mod watch;
 
+#[cfg(feature = "fault-injection")]
+pub use clock::ScaledClock;
 pub use clock::{Clock, MonotonicClock};
 pub use config::NodeConfig;
 pub use node::{Node, NodeHandle};

@@ -33,6 +33,9 @@ type RpcError = RPCError<TypeConfig>;
 pub struct NetworkFactory {
     cluster_id: u64,
     channels: Arc<Mutex<BTreeMap<String, Channel>>>,
+    /// Fault injection: `node id → address` dialed instead of the node's membership address.
+    #[cfg(feature = "fault-injection")]
+    peer_overrides: Arc<BTreeMap<u64, String>>,
 }
 
 impl NetworkFactory {
@@ -40,7 +43,28 @@ impl NetworkFactory {
         NetworkFactory {
             cluster_id,
             channels: Arc::default(),
+            #[cfg(feature = "fault-injection")]
+            peer_overrides: Arc::default(),
         }
+    }
+
+    /// Fault injection: Raft RPCs to node `id` go to `overrides[id]` (a proxy on the link) instead
+    /// of its membership address. Nodes not in the map are dialed as usual.
+    #[cfg(feature = "fault-injection")]
+    pub fn with_peer_overrides(mut self, overrides: BTreeMap<u64, String>) -> Self {
+        self.peer_overrides = Arc::new(overrides);
+        self
+    }
+
+    /// The address to dial for node `target`, whose membership address is `node.addr`.
+    fn peer_addr<'a>(&'a self, target: u64, node: &'a BasicNode) -> &'a str {
+        #[cfg(feature = "fault-injection")]
+        if let Some(addr) = self.peer_overrides.get(&target) {
+            return addr;
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        let _ = target;
+        &node.addr
     }
 
     fn channel(&self, addr: &str) -> Option<Channel> {
@@ -62,7 +86,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: u64, node: &BasicNode) -> PeerClient {
-        let client = self.channel(&node.addr).map(|channel| {
+        let client = self.channel(self.peer_addr(target, node)).map(|channel| {
             RaftServiceClient::new(channel)
                 .max_decoding_message_size(MAX_RAFT_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES)
@@ -221,5 +245,48 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
                     .map_err(|e| network(format!("node {target}: bad snapshot response: {e}")).into())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_are_dialed_at_their_membership_address() {
+        let factory = NetworkFactory::new(1);
+        assert_eq!(
+            factory.peer_addr(2, &BasicNode::new("127.0.0.1:7002")),
+            "127.0.0.1:7002"
+        );
+    }
+
+    #[cfg(feature = "fault-injection")]
+    #[test]
+    fn peer_overrides_reroute_only_the_nodes_they_name() {
+        let factory = NetworkFactory::new(1).with_peer_overrides(BTreeMap::from([
+            (2, "127.0.0.1:9102".to_string()),
+            (3, "127.0.0.1:9103".to_string()),
+        ]));
+        let node = |addr: &str| BasicNode::new(addr);
+        assert_eq!(
+            factory.peer_addr(2, &node("127.0.0.1:7002")),
+            "127.0.0.1:9102"
+        );
+        assert_eq!(
+            factory.peer_addr(3, &node("127.0.0.1:7003")),
+            "127.0.0.1:9103"
+        );
+        // Not named: its membership address.
+        assert_eq!(
+            factory.peer_addr(4, &node("127.0.0.1:7004")),
+            "127.0.0.1:7004"
+        );
+        // Clones (openraft keeps one factory per replication stream) share the map.
+        let clone = factory.clone();
+        assert_eq!(
+            clone.peer_addr(2, &node("127.0.0.1:7002")),
+            "127.0.0.1:9102"
+        );
     }
 }

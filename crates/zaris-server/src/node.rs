@@ -85,6 +85,8 @@ impl Node {
         // Install the process-wide recorder before anything counts.
         let _ = crate::metrics::prometheus();
         let node_id = config.node_id;
+        #[cfg(feature = "fault-injection")]
+        let clock = fault_injection(&config, clock);
         let addr = listener.local_addr()?;
         let advertise = config
             .advertise
@@ -114,11 +116,15 @@ impl Node {
             lessor: lessor.clone(),
             waiters: waiters.clone(),
             watch_hub: watch_hub.clone(),
+            #[cfg(feature = "fault-injection")]
+            faults: Arc::new(config.faults.clone()),
         });
         let (log_store, sm_store) =
             zaris_raft::open(&config.data_dir, observer, config.limits.clone())
                 .await
                 .with_context(|| format!("cannot open data dir {}", config.data_dir.display()))?;
+        #[cfg(feature = "fault-injection")]
+        let sm_store = sm_store.with_faults(config.faults.state_faults());
         let state = sm_store.handle();
 
         let raft_config = openraft::Config {
@@ -141,15 +147,12 @@ impl Node {
         .validate()
         .context("raft configuration")?;
         let cluster_id = config.cluster_id();
-        let raft = Raft::new(
-            node_id,
-            Arc::new(raft_config),
-            NetworkFactory::new(cluster_id),
-            log_store,
-            sm_store,
-        )
-        .await
-        .context("cannot start raft")?;
+        let network = NetworkFactory::new(cluster_id);
+        #[cfg(feature = "fault-injection")]
+        let network = network.with_peer_overrides(config.faults.peer_overrides.clone());
+        let raft = Raft::new(node_id, Arc::new(raft_config), network, log_store, sm_store)
+            .await
+            .context("cannot start raft")?;
 
         let shutdown = CancellationToken::new();
         let tracker = TaskTracker::new();
@@ -177,6 +180,8 @@ impl Node {
             watch_hub,
             tasks: tracker.clone(),
             shutdown: shutdown.clone(),
+            #[cfg(feature = "fault-injection")]
+            faults: Arc::new(config.faults.clone()),
         };
 
         let server = tonic::transport::Server::builder()
@@ -273,6 +278,28 @@ impl Node {
         }
         info!(node_id, %addr, advertise, cluster = config.cluster_name, "node started");
         Ok(handle)
+    }
+}
+
+/// Logs the node's fault-injection settings, loudly when they make it unsafe, and returns the
+/// lessor clock: `clock` itself, or `clock` scaled by `--clock-rate`.
+#[cfg(feature = "fault-injection")]
+fn fault_injection(config: &NodeConfig, clock: Arc<dyn Clock>) -> Arc<dyn Clock> {
+    let faults = &config.faults;
+    let node_id = config.node_id;
+    if let Some(what) = faults.unsafe_settings() {
+        warn!(
+            node_id,
+            "FAULT INJECTION ACTIVE: {what}; this node is deliberately unsafe (test use only)"
+        );
+    }
+    if !faults.peer_overrides.is_empty() {
+        info!(node_id, overrides = ?faults.peer_overrides, "fault injection: peer overrides");
+    }
+    if faults.clock_skewed() {
+        Arc::new(crate::clock::ScaledClock::new(clock, faults.clock_rate))
+    } else {
+        clock
     }
 }
 

@@ -17,11 +17,31 @@ pub struct NodeObserver {
     pub lessor: Arc<Mutex<Lessor>>,
     pub waiters: Arc<LockWaiters>,
     pub watch_hub: Arc<WatchHub>,
+    /// `early-expiry` shortens the TTLs the lessor counts.
+    #[cfg(feature = "fault-injection")]
+    pub faults: Arc<crate::faults::FaultConfig>,
 }
 
 impl NodeObserver {
     fn lessor(&self) -> std::sync::MutexGuard<'_, Lessor> {
         self.lessor.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The `early-expiry` bug: the lessor counts 0.7 × TTL from the grant or renewal.
+    #[cfg(feature = "fault-injection")]
+    fn early_expiry(&self, effect: LeaseEffect) -> LeaseEffect {
+        match effect {
+            LeaseEffect::Refreshed {
+                id,
+                ttl_ms,
+                renewed_revision,
+            } => LeaseEffect::Refreshed {
+                id,
+                ttl_ms: self.faults.lessor_ttl_ms(ttl_ms),
+                renewed_revision,
+            },
+            revoked @ LeaseEffect::Revoked { .. } => revoked,
+        }
     }
 }
 
@@ -48,6 +68,8 @@ impl ApplyObserver for NodeObserver {
             let now_ms = self.clock.now_ms();
             let mut lessor = self.lessor();
             for effect in &applied.effects.leases {
+                #[cfg(feature = "fault-injection")]
+                let effect = &self.early_expiry(*effect);
                 lessor.observe(now_ms, effect);
             }
         }
@@ -83,7 +105,13 @@ impl ApplyObserver for NodeObserver {
 
     fn restored(&self, state: &State) {
         let now_ms = self.clock.now_ms();
-        self.lessor().reset(now_ms, state.lease_ttls());
+        #[cfg(feature = "fault-injection")]
+        let leases = state
+            .lease_ttls()
+            .map(|(id, ttl_ms, renewed)| (id, self.faults.lessor_ttl_ms(ttl_ms), renewed));
+        #[cfg(not(feature = "fault-injection"))]
+        let leases = state.lease_ttls();
+        self.lessor().reset(now_ms, leases);
         self.watch_hub.reset(state.last_applied());
     }
 }

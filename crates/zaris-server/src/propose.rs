@@ -113,6 +113,12 @@ impl Proposer {
         }
     }
 
+    /// Whether this node currently believes it is the Raft leader (unconfirmed: no quorum round).
+    #[cfg(feature = "fault-injection")]
+    pub fn is_raft_leader(&self) -> bool {
+        self.raft.metrics().borrow_watched().current_leader == Some(self.node_id)
+    }
+
     pub fn term(&self) -> u64 {
         self.raft.metrics().borrow_watched().current_term
     }

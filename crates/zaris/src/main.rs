@@ -2,6 +2,7 @@
 
 mod cli;
 mod demo;
+mod dump;
 mod serve;
 
 use std::process::ExitCode;
@@ -30,6 +31,9 @@ enum Top {
     /// SIGKILL, takeover with a higher fencing token, a stale write refused, a leader killed.
     #[command(after_help = "Example: zaris demo")]
     Demo(demo::DemoArgs),
+    /// Print a stopped node's Raft log as JSON lines: a header (committed index, last entry,
+    /// snapshot), then one line per entry with its term, kind, command and payload digest.
+    Dump(dump::DumpArgs),
     /// One worker of `zaris demo` (internal).
     #[command(hide = true)]
     DemoWorker(demo::worker::WorkerArgs),
@@ -54,6 +58,7 @@ fn main() -> ExitCode {
             Top::Serve(serve_args) => serve::run(*serve_args).await,
             Top::Demo(demo_args) => demo::run(demo_args).await,
             Top::DemoWorker(worker_args) => demo::worker::run(worker_args).await,
+            Top::Dump(dump_args) => dump::run(dump_args).await,
             Top::Client(command) => cli::run(args.global, command).await,
         }
     });

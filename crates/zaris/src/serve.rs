@@ -60,6 +60,53 @@ pub struct ServeArgs {
     /// Once serving, write the bound address to this file (for scripts that use port 0).
     #[arg(long, env = "ZARIS_READY_FILE")]
     ready_file: Option<PathBuf>,
+    #[cfg(feature = "fault-injection")]
+    #[command(flatten)]
+    faults: FaultArgs,
+}
+
+// Test-only flags for the fault-injection harness (hidden; only in `fault-injection` builds). A
+// plain comment: clap would show a doc comment of a flattened struct in `zaris serve --help`.
+#[cfg(feature = "fault-injection")]
+#[derive(clap::Args, Debug, Default)]
+struct FaultArgs {
+    /// Dial these addresses for Raft RPCs to these nodes, `id=host:port,...` (a proxy per link).
+    #[arg(long, env = "ZARIS_PEER_OVERRIDE", hide = true)]
+    peer_override: Option<String>,
+    /// Run this node's lessor clock at this rate of real time (e.g. 0.5 or 1.5). openraft's
+    /// election timeout and heartbeats are not scaled.
+    #[arg(long, env = "ZARIS_CLOCK_RATE", hide = true)]
+    clock_rate: Option<f64>,
+    /// Switch on a deliberate safety bug (repeatable, or comma-separated): stale-reads,
+    /// lock-ignores-holder, early-expiry, ack-before-commit.
+    #[arg(
+        long = "bug",
+        env = "ZARIS_BUG",
+        hide = true,
+        value_delimiter = ',',
+        value_parser = parse_bug
+    )]
+    bugs: Vec<zaris_server::faults::Bug>,
+}
+
+#[cfg(feature = "fault-injection")]
+fn parse_bug(text: &str) -> Result<zaris_server::faults::Bug, String> {
+    text.parse()
+}
+
+#[cfg(feature = "fault-injection")]
+impl FaultArgs {
+    fn to_config(&self) -> anyhow::Result<zaris_server::faults::FaultConfig> {
+        let mut faults = zaris_server::faults::FaultConfig::default();
+        if let Some(text) = &self.peer_override {
+            faults.peer_overrides = parse_members("peer override", text)?;
+        }
+        if let Some(rate) = self.clock_rate {
+            faults.clock_rate = rate;
+        }
+        faults.bugs = self.bugs.iter().copied().collect();
+        Ok(faults)
+    }
 }
 
 /// The same settings, from a file.
@@ -89,21 +136,26 @@ fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
 
 /// Parses `1=127.0.0.1:7001,2=127.0.0.1:7002`.
 pub fn parse_initial_cluster(text: &str) -> anyhow::Result<BTreeMap<u64, String>> {
+    parse_members("initial cluster", text)
+}
+
+/// Parses an `id=host:port,...` list; `what` names it in errors.
+fn parse_members(what: &str, text: &str) -> anyhow::Result<BTreeMap<u64, String>> {
     let mut members = BTreeMap::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let Some((id, addr)) = part.split_once('=') else {
-            bail!("initial cluster entry {part:?} is not id=host:port");
+            bail!("{what} entry {part:?} is not id=host:port");
         };
         let id: u64 = id
             .trim()
             .parse()
-            .with_context(|| format!("initial cluster entry {part:?}: bad node id"))?;
+            .with_context(|| format!("{what} entry {part:?}: bad node id"))?;
         let addr = addr.trim();
         if addr.parse::<SocketAddr>().is_err() {
-            bail!("initial cluster entry {part:?}: {addr:?} is not host:port");
+            bail!("{what} entry {part:?}: {addr:?} is not host:port");
         }
         if members.insert(id, addr.to_string()).is_some() {
-            bail!("initial cluster names node {id} twice");
+            bail!("{what} names node {id} twice");
         }
     }
     Ok(members)
@@ -150,6 +202,10 @@ fn build_config(args: &ServeArgs) -> anyhow::Result<(NodeConfig, Option<PathBuf>
     if let Some(name) = args.cluster_name.clone().or(file.cluster_name) {
         config.cluster_name = name;
     }
+    #[cfg(feature = "fault-injection")]
+    {
+        config.faults = args.faults.to_config()?;
+    }
     config.validate()?;
     Ok((config, args.ready_file.clone().or(file.ready_file)))
 }
@@ -165,6 +221,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .init();
     let (config, ready_file) = build_config(&args)?;
     let node_id = config.node_id;
+    #[cfg(feature = "fault-injection")]
+    if let Some(what) = config.faults.unsafe_settings() {
+        eprintln!(
+            "WARNING: FAULT INJECTION ACTIVE on zaris node {node_id}: {what}. This node is \
+             deliberately unsafe; never run it outside tests."
+        );
+    }
     let node = Node::start(config).await?;
     println!("zaris node {node_id} serving on {}", node.addr);
     if let Some(http) = node.http_addr {
@@ -231,6 +294,62 @@ mod tests {
         assert_eq!(config.election_timeout_ms, 600);
         assert_eq!(config.heartbeat_ms, 40);
         assert_eq!(config.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
+    }
+
+    #[cfg(feature = "fault-injection")]
+    #[test]
+    fn fault_flags_reach_the_node_config_and_stay_hidden() {
+        use clap::{CommandFactory, Parser};
+        use zaris_server::faults::Bug;
+
+        #[derive(Parser, Debug)]
+        struct Serve {
+            #[command(flatten)]
+            args: ServeArgs,
+        }
+        let parsed = Serve::try_parse_from([
+            "serve",
+            "--peer-override",
+            "2=127.0.0.1:9102, 3=127.0.0.1:9103",
+            "--clock-rate",
+            "1.5",
+            "--bug",
+            "stale-reads",
+            "--bug",
+            "early-expiry,ack-before-commit",
+        ])
+        .expect("parse");
+        let (config, _) = build_config(&parsed.args).expect("config");
+        let faults = &config.faults;
+        assert_eq!(
+            faults.peer_overrides.get(&3).map(String::as_str),
+            Some("127.0.0.1:9103")
+        );
+        assert_eq!(faults.clock_rate, 1.5);
+        assert_eq!(
+            faults.bugs.iter().copied().collect::<Vec<_>>(),
+            vec![Bug::StaleReads, Bug::EarlyExpiry, Bug::AckBeforeCommit]
+        );
+
+        assert!(Serve::try_parse_from(["serve", "--bug", "no-such-bug"]).is_err());
+        let bad_rate = Serve::try_parse_from(["serve", "--clock-rate", "0"]).expect("parse");
+        assert!(build_config(&bad_rate.args).is_err());
+        let bad_override =
+            Serve::try_parse_from(["serve", "--peer-override", "2=nowhere"]).expect("parse");
+        let error = build_config(&bad_override.args).expect_err("not host:port");
+        assert!(error.to_string().contains("peer override"), "{error}");
+
+        let help = Serve::command().render_long_help().to_string();
+        for hidden in [
+            "peer-override",
+            "clock-rate",
+            "--bug",
+            "ZARIS_BUG",
+            "harness",
+            "deliberate",
+        ] {
+            assert!(!help.contains(hidden), "{hidden} shows in the help");
+        }
     }
 
     #[test]

@@ -21,6 +21,12 @@ impl State {
         if !self.leases.contains_key(&lease) {
             return Err(Rejection::LeaseNotFound(lease));
         }
+        #[cfg(feature = "fault-injection")]
+        if self.faults.lock_ignores_holder
+            && let Some(token) = self.take_over_lock(rev, name, lease, fx)
+        {
+            return Ok(Outcome::Lock(LockOutcome::Held { token }));
+        }
         let max_waiters = self.limits.max_waiters_per_lock;
         let outcome = match self.locks.get_mut(name) {
             None => {
@@ -73,6 +79,47 @@ impl State {
             }
         };
         Ok(Outcome::Lock(outcome))
+    }
+
+    /// The `lock-ignores-holder` bug (fault-injection builds only): grants a lock held by another
+    /// lease to `lease` at once, as if the holder's lease had ended. The previous holder loses the
+    /// lock (its lease and keys stay), `lease` leaves the queue if it was waiting, and the other
+    /// waiters keep their places. Every invariant still holds, so snapshots restore: the harness
+    /// must find the bug by what clients see (two holders at once), not by a crash. Returns the
+    /// new token, or `None` when the lock is free or already held by `lease` (the usual path).
+    #[cfg(feature = "fault-injection")]
+    fn take_over_lock(
+        &mut self,
+        rev: Revision,
+        name: &str,
+        lease: LeaseId,
+        fx: &mut Effects,
+    ) -> Option<Token> {
+        let lock = self.locks.get_mut(name)?;
+        let previous = lock.holder;
+        if previous.lease == lease {
+            return None;
+        }
+        lock.waiters.retain(|w| *w != lease);
+        lock.holder = Holder { lease, token: rev };
+        if let Some(l) = self.leases.get_mut(&previous.lease) {
+            l.holding.remove(name);
+        }
+        if let Some(l) = self.leases.get_mut(&lease) {
+            l.waiting.remove(name);
+            l.holding.insert(name.to_string());
+        }
+        fx.locks.push(LockEffect::Released {
+            name: name.to_string(),
+            lease: previous.lease,
+            token: previous.token,
+        });
+        fx.locks.push(LockEffect::Acquired {
+            name: name.to_string(),
+            lease,
+            token: rev,
+        });
+        Some(rev)
     }
 
     /// Releases a lock if `lease` holds it with `token`; a stale token is rejected, so a holder that

@@ -118,6 +118,11 @@ pub struct State {
     lease_keys: BTreeSet<(LeaseId, Vec<u8>)>,
     locks: BTreeMap<String, Lock>,
     dedup: Dedup,
+    /// Deliberate bugs (test builds only). Configuration, not state: never in a snapshot or the
+    /// digest, so whoever restores a state sets them again ([`State::set_faults`]).
+    #[cfg(feature = "fault-injection")]
+    #[serde(skip)]
+    faults: crate::faults::Faults,
 }
 
 impl Default for State {
@@ -138,7 +143,21 @@ impl State {
             lease_keys: BTreeSet::new(),
             locks: BTreeMap::new(),
             dedup: Dedup::default(),
+            #[cfg(feature = "fault-injection")]
+            faults: crate::faults::Faults::default(),
         }
+    }
+
+    /// Switches deliberate bugs on or off (fault-injection builds only). Every replica of a
+    /// cluster must get the same faults.
+    #[cfg(feature = "fault-injection")]
+    pub fn set_faults(&mut self, faults: crate::faults::Faults) {
+        self.faults = faults;
+    }
+
+    #[cfg(feature = "fault-injection")]
+    pub fn faults(&self) -> crate::faults::Faults {
+        self.faults
     }
 
     pub fn limits(&self) -> &Limits {

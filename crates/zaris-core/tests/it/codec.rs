@@ -111,3 +111,11 @@ proptest! {
         let _ = State::restore(&bytes);
     }
 }
+
+#[test]
+fn record_digest_is_the_sha256_of_the_encoding() {
+    use sha2::{Digest as _, Sha256};
+    let bytes = codec::encode(&sample()).expect("encode");
+    let expected: [u8; 32] = Sha256::digest(&bytes).into();
+    assert_eq!(codec::record_digest(&sample()).expect("digest"), expected);
+}

@@ -1,6 +1,8 @@
 //! zaris-core's integration tests: one binary, one module per area.
 
 mod codec;
+#[cfg(feature = "fault-injection")]
+mod faults;
 mod lessor;
 mod model;
 mod state;

@@ -10,9 +10,31 @@ use zaris_proto::v1::{
 use super::NodeContext;
 use crate::config::MAX_RANGE_KEYS;
 use crate::convert;
+#[cfg(feature = "fault-injection")]
+use crate::faults::Bug;
 
 #[derive(Clone, Debug)]
 pub struct KvService(pub NodeContext);
+
+#[cfg(feature = "fault-injection")]
+impl KvService {
+    /// The `ack-before-commit` bug: answers OK with a made-up revision (last applied + 1) and
+    /// proposes in the background, so the write may be lost, or land at another revision.
+    fn ack_before_commit(&self, request: zaris_core::Request) -> Result<PutResponse, Status> {
+        let revision = self.0.state.read(|d| d.state.last_applied()) + 1;
+        let proposer = self.0.proposer.clone();
+        let node_id = self.0.node_id;
+        self.0.tasks.spawn(async move {
+            if let Err(status) = proposer.propose(request).await {
+                tracing::warn!(node_id, %status, "ack-before-commit: an acknowledged put failed");
+            }
+        });
+        convert::put_response(
+            self.0.proposer.header(revision),
+            Ok(zaris_core::Outcome::Put { prev: None }),
+        )
+    }
+}
 
 #[tonic::async_trait]
 impl Kv for KvService {
@@ -23,7 +45,11 @@ impl Kv for KvService {
         let query = convert::range_query(request.into_inner(), &self.0.limits()?, MAX_RANGE_KEYS)?;
         // Serializable reads are served from this node's applied state, possibly stale; all
         // others wait until this node is a confirmed leader that applied everything committed.
-        if !query.serializable {
+        #[cfg(feature = "fault-injection")]
+        let confirm = !query.serializable && !self.0.faults.has(Bug::StaleReads);
+        #[cfg(not(feature = "fault-injection"))]
+        let confirm = !query.serializable;
+        if confirm {
             self.0.proposer.linearizable().await?;
         }
         let (result, revision) = self.0.state.read(|d| {
@@ -43,6 +69,10 @@ impl Kv for KvService {
 
     async fn put(&self, request: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {
         let request = convert::put_request(request.into_inner(), &self.0.limits()?)?;
+        #[cfg(feature = "fault-injection")]
+        if self.0.faults.has(Bug::AckBeforeCommit) && self.0.proposer.is_raft_leader() {
+            return Ok(Response::new(self.ack_before_commit(request)?));
+        }
         let reply = self.0.proposer.propose(request).await?;
         let header = self.0.proposer.header(reply.revision);
         Ok(Response::new(convert::put_response(

@@ -40,6 +40,9 @@ pub struct NodeContext {
     /// Tasks a handler starts (stream pumps) are tracked and stop with the node.
     pub tasks: TaskTracker,
     pub shutdown: CancellationToken,
+    /// Deliberate bugs some handlers act out (`stale-reads`, `ack-before-commit`).
+    #[cfg(feature = "fault-injection")]
+    pub faults: Arc<crate::faults::FaultConfig>,
 }
 
 impl NodeContext {

@@ -4,4 +4,5 @@
 mod cli;
 mod crash;
 mod demo;
+mod dump;
 mod procs;

@@ -1,0 +1,387 @@
+//! Real `zaris serve` processes behind the harness's proxies.
+//!
+//! Node `j` listens on a port the OS picks and advertises its *client proxy* `C_j`: clients, and
+//! redirects, only ever see proxy addresses. Node `i` reaches node `j` through its own *peer
+//! proxy* `P_ij` (the hidden `--peer-override` flag of a `fault-injection` build), so every
+//! directed link can be cut, slowed or reset on its own. Every address is on 127.0.0.1.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+use zaris_client::{Client, ClientOptions};
+
+use crate::proxy::{Link, Shape};
+
+/// How to run the cluster.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    pub nodes: u64,
+    pub zaris: PathBuf,
+    pub root: PathBuf,
+    pub election_timeout_ms: u64,
+    pub heartbeat_ms: u64,
+    pub min_ttl_ms: u64,
+    /// Deliberate bugs every node runs with (`--bug`).
+    pub bugs: Vec<String>,
+    /// Lessor clock rates per node (`--clock-rate`).
+    pub clock_rates: BTreeMap<u64, f64>,
+}
+
+#[derive(Debug)]
+struct Node {
+    child: Option<Child>,
+    paused: bool,
+    log: PathBuf,
+}
+
+#[derive(Debug)]
+pub struct Cluster {
+    pub spec: Spec,
+    nodes: BTreeMap<u64, Node>,
+    client_links: BTreeMap<u64, Link>,
+    peer_links: BTreeMap<(u64, u64), Link>,
+}
+
+impl Cluster {
+    pub async fn start(spec: Spec) -> Result<Cluster> {
+        let ids: Vec<u64> = (1..=spec.nodes).collect();
+        let mut client_links = BTreeMap::new();
+        let mut peer_links = BTreeMap::new();
+        for &to in &ids {
+            client_links.insert(to, Link::start().await?);
+            for &from in &ids {
+                if from != to {
+                    peer_links.insert((from, to), Link::start().await?);
+                }
+            }
+        }
+        let mut cluster = Cluster {
+            spec,
+            nodes: BTreeMap::new(),
+            client_links,
+            peer_links,
+        };
+        for &id in &ids {
+            cluster.launch(id).await?;
+        }
+        Ok(cluster)
+    }
+
+    pub fn ids(&self) -> Vec<u64> {
+        self.nodes.keys().copied().collect()
+    }
+
+    pub fn data_dir(&self, id: u64) -> PathBuf {
+        self.spec.root.join(format!("node-{id}"))
+    }
+
+    pub fn log_path(&self, id: u64) -> PathBuf {
+        self.spec.root.join(format!("node-{id}.log"))
+    }
+
+    /// The client proxy addresses, by node id.
+    pub fn endpoints(&self) -> BTreeMap<u64, String> {
+        self.client_links
+            .iter()
+            .map(|(id, link)| (*id, link.addr.to_string()))
+            .collect()
+    }
+
+    async fn launch(&mut self, id: u64) -> Result<()> {
+        let spec = &self.spec;
+        let ready = spec.root.join(format!("node-{id}.ready"));
+        let _ = std::fs::remove_file(&ready);
+        let log = self.log_path(id);
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .with_context(|| format!("opening {}", log.display()))?;
+        let initial: Vec<String> = self
+            .client_links
+            .iter()
+            .map(|(j, link)| format!("{j}={}", link.addr))
+            .collect();
+        let overrides: Vec<String> = self
+            .peer_links
+            .iter()
+            .filter(|((from, _), _)| *from == id)
+            .map(|((_, to), link)| format!("{to}={}", link.addr))
+            .collect();
+        let mut command = Command::new(&spec.zaris);
+        command
+            .args([
+                "serve",
+                "--node-id",
+                &id.to_string(),
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .args(["--advertise", &self.client_links[&id].addr.to_string()])
+            .arg("--data-dir")
+            .arg(self.data_dir(id))
+            .arg("--ready-file")
+            .arg(&ready)
+            .args(["--initial-cluster", &initial.join(",")])
+            .args(["--peer-override", &overrides.join(",")])
+            .args([
+                "--election-timeout-ms",
+                &spec.election_timeout_ms.to_string(),
+            ])
+            .args(["--heartbeat-ms", &spec.heartbeat_ms.to_string()])
+            .args(["--min-ttl-ms", &spec.min_ttl_ms.to_string()])
+            .env_remove("ZARIS_CONFIG")
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .kill_on_drop(true);
+        for bug in &spec.bugs {
+            command.args(["--bug", bug]);
+        }
+        if let Some(rate) = spec.clock_rates.get(&id) {
+            command.args(["--clock-rate", &rate.to_string()]);
+        }
+        let child = command
+            .spawn()
+            .with_context(|| format!("starting {}", spec.zaris.display()))?;
+        self.nodes.insert(
+            id,
+            Node {
+                child: Some(child),
+                paused: false,
+                log: log.clone(),
+            },
+        );
+        let addr = self.wait_ready(id, &ready, &log).await?;
+        self.client_links[&id].set_target(addr);
+        for ((_, to), link) in &self.peer_links {
+            if *to == id {
+                link.set_target(addr);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn is_running(&self, id: u64) -> bool {
+        self.nodes.get(&id).is_some_and(|n| n.child.is_some())
+    }
+
+    /// SIGKILL: nothing of the shutdown path runs.
+    pub async fn kill(&mut self, id: u64) {
+        if let Some(node) = self.nodes.get_mut(&id)
+            && let Some(mut child) = node.child.take()
+        {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            node.paused = false;
+        }
+    }
+
+    /// Starts a killed node again on its data dir.
+    pub async fn restart(&mut self, id: u64) -> Result<()> {
+        if self.is_running(id) {
+            return Ok(());
+        }
+        self.launch(id).await
+    }
+
+    fn signal(&self, id: u64, signal: rustix::process::Signal) {
+        let pid = self
+            .nodes
+            .get(&id)
+            .and_then(|n| n.child.as_ref())
+            .and_then(Child::id)
+            .and_then(|pid| i32::try_from(pid).ok())
+            .and_then(rustix::process::Pid::from_raw);
+        if let Some(pid) = pid {
+            let _ = rustix::process::kill_process(pid, signal);
+        }
+    }
+
+    /// SIGSTOP: the process stays, frozen, with its connections open.
+    pub fn pause(&mut self, id: u64) {
+        if self.is_running(id) {
+            self.signal(id, rustix::process::Signal::STOP);
+            if let Some(node) = self.nodes.get_mut(&id) {
+                node.paused = true;
+            }
+        }
+    }
+
+    pub fn resume(&mut self, id: u64) {
+        self.signal(id, rustix::process::Signal::CONT);
+        if let Some(node) = self.nodes.get_mut(&id) {
+            node.paused = false;
+        }
+    }
+
+    /// Shapes the peer link `from → to`.
+    pub fn shape_peer(&self, from: u64, to: u64, shape: Shape) {
+        if let Some(link) = self.peer_links.get(&(from, to)) {
+            link.shape(shape);
+        }
+    }
+
+    /// Cuts every peer link between different groups (both directions).
+    pub fn partition(&self, groups: &[Vec<u64>]) {
+        let group_of = |id: u64| groups.iter().position(|g| g.contains(&id));
+        for ((from, to), link) in &self.peer_links {
+            if group_of(*from) != group_of(*to) {
+                link.shape(Shape {
+                    cut: true,
+                    ..Shape::default()
+                });
+            }
+        }
+    }
+
+    /// Shapes every link (peer and client).
+    pub fn shape_all(&self, shape: Shape) {
+        for link in self.peer_links.values().chain(self.client_links.values()) {
+            link.shape(shape);
+        }
+    }
+
+    /// Drops every open connection on every link.
+    pub fn reset_all(&self) {
+        for link in self.peer_links.values().chain(self.client_links.values()) {
+            link.reset();
+        }
+    }
+
+    /// Cuts (or restores) clients' access to node `id`.
+    pub fn shape_client(&self, id: u64, shape: Shape) {
+        if let Some(link) = self.client_links.get(&id) {
+            link.shape(shape);
+        }
+    }
+
+    /// Every link passes traffic again, and no node is paused. Killed nodes stay down.
+    pub fn heal_network(&mut self) {
+        for link in self.peer_links.values().chain(self.client_links.values()) {
+            link.heal();
+        }
+        let paused: Vec<u64> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.paused)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in paused {
+            self.resume(id);
+        }
+    }
+
+    /// Heals the network, resumes paused nodes and restarts killed ones.
+    pub async fn heal_all(&mut self) -> Result<()> {
+        self.heal_network();
+        for id in self.ids() {
+            self.restart(id).await?;
+        }
+        Ok(())
+    }
+
+    /// A client of the whole cluster (through the client proxies).
+    pub async fn client(&self, options: ClientOptions) -> Result<Client> {
+        Ok(Client::connect_with(self.endpoints().into_values(), options).await?)
+    }
+
+    /// A client that knows only node `id` (it still follows redirects, to proxy addresses).
+    pub async fn client_of(&self, id: u64, options: ClientOptions) -> Result<Client> {
+        let endpoint = self.client_links[&id].addr.to_string();
+        Ok(Client::connect_with([endpoint], options).await?)
+    }
+
+    /// The Raft leader as the nodes report it (the first running node that names one).
+    pub async fn leader(&self) -> Option<u64> {
+        let options = ClientOptions::default()
+            .with_request_timeout(Duration::from_millis(500))
+            .with_retry_deadline(Duration::from_millis(500));
+        for id in self.ids() {
+            if !self.is_running(id) {
+                continue;
+            }
+            let Ok(client) = self.client_of(id, options.clone()).await else {
+                continue;
+            };
+            if let Ok(status) = client.status().await
+                && status.raft_leader_id != 0
+            {
+                return Some(status.raft_leader_id);
+            }
+        }
+        None
+    }
+
+    pub async fn wait_for_leader(&self, timeout: Duration) -> Result<u64> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(leader) = self.leader().await {
+                return Ok(leader);
+            }
+            if Instant::now() >= deadline {
+                bail!("no Raft leader within {timeout:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Stops every node (SIGCONT first, then SIGKILL: the data dirs are what the checks read).
+    pub async fn stop(&mut self) {
+        self.heal_network();
+        for id in self.ids() {
+            self.kill(id).await;
+        }
+    }
+
+    /// Lines of the nodes' logs that report a panic, by node.
+    pub fn panics(&self) -> Vec<String> {
+        let mut found = Vec::new();
+        for (id, node) in &self.nodes {
+            if let Ok(text) = std::fs::read_to_string(&node.log) {
+                for line in text.lines().filter(|l| l.contains("panicked")) {
+                    found.push(format!("node {id}: {line}"));
+                }
+            }
+        }
+        found
+    }
+}
+
+impl Cluster {
+    async fn wait_ready(&mut self, id: u64, ready: &Path, log: &Path) -> Result<SocketAddr> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(text) = std::fs::read_to_string(ready)
+                && let Ok(addr) = text.trim().parse()
+            {
+                return Ok(addr);
+            }
+            if let Some(child) = self.nodes.get_mut(&id).and_then(|n| n.child.as_mut())
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                let text = std::fs::read_to_string(log).unwrap_or_default();
+                let last = text
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("");
+                bail!(
+                    "node {id} exited during start ({status}): {last} (see {})",
+                    log.display()
+                );
+            }
+            if Instant::now() >= deadline {
+                bail!("node {id} did not start within 30 s; see {}", log.display());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}

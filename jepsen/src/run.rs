@@ -1,0 +1,291 @@
+//! One run: start the cluster, drive a workload while the nemesis works, heal, stop, check.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use tokio::sync::Mutex as AsyncMutex;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::check::{self, CheckReport, Verdict};
+use crate::cluster::{Cluster, Spec};
+use crate::history::History;
+use crate::nemesis::{self, Fault};
+use crate::recorder::Recorder;
+use crate::workload::{self, Ctx, FencedResource, Workload};
+use crate::{edn, logs};
+
+/// Cluster timing for every run: fast, with the TTL floor above the election timeout.
+pub const ELECTION_TIMEOUT_MS: u64 = 500;
+pub const HEARTBEAT_MS: u64 = 50;
+pub const MIN_TTL_MS: u64 = 1_000;
+/// The workloads' lease TTL.
+pub const LEASE_TTL_MS: u64 = 1_500;
+/// Slack for scheduling and apply lag in the timing checks.
+pub const TIMING_MARGIN_MS: u64 = 250;
+/// Below this many `ok` operations per second the run proves nothing.
+pub const MIN_OK_PER_S: f64 = 5.0;
+/// Search budget of the linearizability checker, per key.
+pub const LINEAR_STEPS_PER_KEY: u64 = 2_000_000;
+
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    pub name: String,
+    pub workload: Workload,
+    pub faults: Vec<Fault>,
+    pub nodes: u64,
+    pub time: Duration,
+    pub seed: u64,
+    pub concurrency: u64,
+    pub bugs: Vec<String>,
+    pub zaris: PathBuf,
+    /// Where the history and results go (a directory per run is made inside).
+    pub store: PathBuf,
+}
+
+#[derive(Debug)]
+pub struct RunOutcome {
+    pub reports: Vec<CheckReport>,
+    pub dir: PathBuf,
+    pub ops: usize,
+}
+
+impl RunOutcome {
+    pub fn passed(&self) -> bool {
+        self.reports.iter().all(|r| r.verdict.is_pass())
+    }
+
+    /// Whether the named checker failed outright (not unknown).
+    pub fn failed_check(&self, name: &str) -> bool {
+        self.reports
+            .iter()
+            .any(|r| r.name == name && matches!(r.verdict, Verdict::Fail(_)))
+    }
+}
+
+pub async fn run(config: &RunConfig) -> Result<RunOutcome> {
+    let dir = config
+        .store
+        .join(format!("{}-{}", config.name, config.seed));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut clock_rates = BTreeMap::new();
+    if config.faults.contains(&Fault::Clock) {
+        // One node's lessor clock runs fast or slow for the whole run, chosen by the seed.
+        let node = 1 + config.seed % config.nodes;
+        let rate = if config.seed.is_multiple_of(2) {
+            0.5
+        } else {
+            1.5
+        };
+        clock_rates.insert(node, rate);
+    }
+    let max_rate = clock_rates.values().copied().fold(1.0f64, f64::max);
+    let min_rate = clock_rates.values().copied().fold(1.0f64, f64::min);
+    let spec = Spec {
+        nodes: config.nodes,
+        zaris: config.zaris.clone(),
+        root: dir.clone(),
+        election_timeout_ms: ELECTION_TIMEOUT_MS,
+        heartbeat_ms: HEARTBEAT_MS,
+        min_ttl_ms: MIN_TTL_MS,
+        bugs: config.bugs.clone(),
+        clock_rates: clock_rates.clone(),
+    };
+    let cluster = Cluster::start(spec).await?;
+    cluster
+        .wait_for_leader(Duration::from_secs(20))
+        .await
+        .context("the cluster never elected a leader")?;
+    let cluster = Arc::new(AsyncMutex::new(cluster));
+    let outcome = drive(config, &cluster, &dir).await;
+    let mut guard = cluster.lock().await;
+    guard.stop().await;
+    let (recorder, resources, nemesis_log, healthy_after_ns, duration_ns) = outcome?;
+
+    let history = recorder.history();
+    std::fs::write(dir.join("history.edn"), edn::to_edn(&history))?;
+    std::fs::write(dir.join("history.jsonl"), edn::to_jsonl(&history))?;
+    let nemesis_text: String = nemesis_log
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .map(|(t, what)| format!("{:>10.3}s {what}\n", *t as f64 / 1e9))
+        .collect();
+    std::fs::write(dir.join("nemesis.log"), nemesis_text)?;
+
+    let mut reports = vec![
+        check::well_formed(&history),
+        check::min_rate(&history, duration_ns, MIN_OK_PER_S),
+    ];
+    // A lessor clock running fast may expire that much early, and a slow one that much late:
+    // the contract's bounds hold "up to the clock-rate drift" (docs/semantics.md).
+    let ttl_ms = LEASE_TTL_MS as f64;
+    let early_slack_ms = (ttl_ms * (1.0 - 1.0 / max_rate)) as u64;
+    let late_slack_ms = (ttl_ms * (1.0 / min_rate - 1.0)) as u64;
+    reports.extend(checks_for(
+        config.workload,
+        &history,
+        &resources,
+        healthy_after_ns,
+        TIMING_MARGIN_MS + early_slack_ms,
+        TIMING_MARGIN_MS + late_slack_ms,
+    ));
+    let mut node_logs = BTreeMap::new();
+    let mut dump_errors = Vec::new();
+    for id in guard.ids() {
+        match logs::dump(&config.zaris, &guard.data_dir(id)) {
+            Ok(log) => {
+                node_logs.insert(id, log);
+            }
+            Err(err) => dump_errors.push(format!("node {id}: {err:#}")),
+        }
+    }
+    reports.push(if dump_errors.is_empty() {
+        logs::agree(&node_logs)
+    } else {
+        CheckReport {
+            name: "log-agreement",
+            verdict: Verdict::Unknown(dump_errors.join("; ")),
+        }
+    });
+    let panics = guard.panics();
+    reports.push(CheckReport {
+        name: "no-panics",
+        verdict: Verdict::from_violations(panics),
+    });
+    let summary: Vec<String> = reports.iter().map(|r| r.to_string()).collect();
+    std::fs::write(dir.join("results.txt"), summary.join("\n") + "\n")?;
+    Ok(RunOutcome {
+        reports,
+        dir,
+        ops: history.ops.len(),
+    })
+}
+
+type Driven = (
+    Arc<Recorder>,
+    BTreeMap<String, Arc<FencedResource>>,
+    nemesis::Log,
+    u64,
+    u64,
+);
+
+async fn drive(
+    config: &RunConfig,
+    cluster: &Arc<AsyncMutex<Cluster>>,
+    _dir: &std::path::Path,
+) -> Result<Driven> {
+    let recorder = Arc::new(Recorder::new(Instant::now()));
+    let (client, per_node) = {
+        let guard = cluster.lock().await;
+        let client = guard.client(workload::client_options()).await?;
+        let mut per_node = BTreeMap::new();
+        for id in guard.ids() {
+            per_node.insert(id, guard.client_of(id, workload::client_options()).await?);
+        }
+        (client, per_node)
+    };
+    let resources = BTreeMap::from([(
+        workload::lock::RESOURCE.to_owned(),
+        Arc::new(FencedResource::default()),
+    )]);
+    let stop_workload = CancellationToken::new();
+    let ctx = Arc::new(Ctx {
+        recorder: recorder.clone(),
+        client,
+        per_node,
+        stop: stop_workload.clone(),
+        lease_ttl: Duration::from_millis(LEASE_TTL_MS),
+        resources: resources.clone(),
+        slots: config.concurrency,
+    });
+    let mut workers = tokio::task::JoinSet::new();
+    for slot in 0..config.concurrency {
+        let ctx = ctx.clone();
+        let (workload, seed) = (config.workload, config.seed);
+        workers.spawn(async move {
+            match workload {
+                Workload::Register => workload::register::run(&ctx, seed, slot).await,
+                Workload::Lease => workload::lease::run(&ctx, seed, slot).await,
+                Workload::Lock => workload::lock::run(&ctx, seed, slot).await,
+            }
+        });
+    }
+    let nemesis_log: nemesis::Log = Arc::new(Mutex::new(Vec::new()));
+    let stop_nemesis = CancellationToken::new();
+    let nemesis = tokio::spawn(nemesis::run(
+        cluster.clone(),
+        config.faults.clone(),
+        config.seed,
+        recorder.clone(),
+        nemesis_log.clone(),
+        stop_nemesis.clone(),
+        Duration::from_millis(ELECTION_TIMEOUT_MS),
+    ));
+    tokio::time::sleep(config.time).await;
+    stop_nemesis.cancel();
+    let _ = nemesis.await;
+    {
+        let mut guard = cluster.lock().await;
+        guard.heal_all().await?;
+        guard.wait_for_leader(Duration::from_secs(20)).await?;
+    }
+    let healthy_after_ns = recorder.now_ns();
+    // Quiet time: the workload goes on against a healthy cluster, so leases left to expire are
+    // seen to go, and late effects of the faults show up in the history.
+    tokio::time::sleep(Duration::from_millis(
+        3 * LEASE_TTL_MS + 2 * ELECTION_TIMEOUT_MS,
+    ))
+    .await;
+    stop_workload.cancel();
+    while workers.join_next().await.is_some() {}
+    let duration_ns = recorder.now_ns();
+    Ok((
+        recorder,
+        resources,
+        nemesis_log,
+        healthy_after_ns,
+        duration_ns,
+    ))
+}
+
+fn checks_for(
+    workload: Workload,
+    history: &History,
+    resources: &BTreeMap<String, Arc<FencedResource>>,
+    healthy_after_ns: u64,
+    early_margin_ms: u64,
+    late_margin_ms: u64,
+) -> Vec<CheckReport> {
+    match workload {
+        Workload::Register => vec![check::linear::check_linearizable(
+            history,
+            LINEAR_STEPS_PER_KEY,
+        )],
+        Workload::Lease => vec![check::lease::check(
+            history,
+            &check::lease::LeaseParams {
+                election_timeout_ms: ELECTION_TIMEOUT_MS,
+                margin_ms: early_margin_ms.max(late_margin_ms),
+                healthy_after_ns: Some(healthy_after_ns),
+            },
+        )],
+        Workload::Lock => {
+            let logs: BTreeMap<String, Vec<(u64, u64, bool)>> = resources
+                .iter()
+                .map(|(name, resource)| (name.clone(), resource.log()))
+                .collect();
+            vec![check::lock::check(
+                history,
+                &check::lock::LockParams {
+                    margin_ms: early_margin_ms,
+                },
+                &logs,
+            )]
+        }
+    }
+}
