@@ -110,7 +110,7 @@ fn write_value(out: &mut String, call: &Call) {
             opt_u64(out, *lease);
             let _ = write!(out, ", :ttl-ms {ttl_ms}}}");
         }
-        Call::Renew { lease, found } => {
+        Call::Renew { lease, found } | Call::TimeToLive { lease, found } => {
             let _ = write!(out, "{{:lease {lease}, :found ");
             opt_bool(out, *found);
             out.push('}');

@@ -38,6 +38,9 @@ pub enum Call {
     Renew { lease: u64, found: Option<bool> },
     /// Lease workload: revoke.
     Revoke { lease: u64 },
+    /// Lease workload: ask the cluster about a lease (TimeToLive, without renewing it); `found`
+    /// on `ok`.
+    TimeToLive { lease: u64, found: Option<bool> },
     /// Lease workload: put every key of `keys` bound to `lease` in one transaction.
     PutLeased { lease: u64, keys: Vec<String> },
     /// Lease workload: read `keys` in one linearizable read; `present` = the keys found (on `ok`).
@@ -109,6 +112,7 @@ impl Call {
             Call::Grant { .. } => "grant",
             Call::Renew { .. } => "renew",
             Call::Revoke { .. } => "revoke",
+            Call::TimeToLive { .. } => "time-to-live",
             Call::PutLeased { .. } => "put-leased",
             Call::GetLeased { .. } => "get-leased",
             Call::Acquire { .. } => "acquire",
@@ -125,7 +129,7 @@ impl Call {
         match &mut call {
             Call::Read { value, .. } => *value = None,
             Call::Grant { lease, .. } => *lease = None,
-            Call::Renew { found, .. } => *found = None,
+            Call::Renew { found, .. } | Call::TimeToLive { found, .. } => *found = None,
             Call::GetLeased { present, .. } => *present = None,
             Call::Acquire { token, .. } => *token = None,
             Call::FencedWrite { accepted, .. } => *accepted = None,

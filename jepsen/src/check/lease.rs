@@ -197,6 +197,7 @@ impl<'a> Index<'a> {
             let ok = outcome == Kind::Ok;
             let lease_id = match pair.call() {
                 Call::Renew { lease, .. }
+                | Call::TimeToLive { lease, .. }
                 | Call::Revoke { lease }
                 | Call::PutLeased { lease, .. }
                 | Call::GetLeased { lease, .. }
@@ -219,6 +220,12 @@ impl<'a> Index<'a> {
                         _ => {}
                     }
                 }
+                // Asking about a lease is an observation, not a renewal.
+                Call::TimeToLive { found, .. } => match (ok, found) {
+                    (true, Some(true)) => lease.alive.push(*pair),
+                    (true, Some(false)) => lease.gone.push(*pair),
+                    _ => {}
+                },
                 Call::Revoke { .. } => {
                     if outcome != Kind::Fail {
                         lease.revokes.push(*pair);
@@ -542,6 +549,37 @@ mod tests {
             ]),
             "lease-never-early",
             "before 3000.000000ms",
+        );
+    }
+
+    fn time_to_live(p: u64, start: u64, end: u64, found: bool) -> Spec {
+        ok(
+            p,
+            start,
+            end,
+            Call::TimeToLive {
+                lease: 5,
+                found: None,
+            },
+            Call::TimeToLive {
+                lease: 5,
+                found: Some(found),
+            },
+        )
+    }
+
+    #[test]
+    fn time_to_live_not_found_before_the_deadline_is_early_and_does_not_renew() {
+        // A TimeToLive query at 1000 ms does not extend the lease: not found at 2500 ms is fine
+        // (granted at 0, TTL 2000 ms), but not found at 1500 ms is early.
+        assert_all_pass(&run(vec![
+            time_to_live(1, 1000 * MS, 1001 * MS, true),
+            time_to_live(1, 2500 * MS, 2501 * MS, false),
+        ]));
+        assert_only_fails(
+            &run(vec![time_to_live(1, 1500 * MS, 1501 * MS, false)]),
+            "lease-never-early",
+            "before 2000",
         );
     }
 

@@ -213,7 +213,7 @@ pub fn well_formed(history: &History) -> CheckReport {
 fn has_outputs(call: &Call) -> bool {
     match call {
         Call::Grant { lease, .. } => lease.is_some(),
-        Call::Renew { found, .. } => found.is_some(),
+        Call::Renew { found, .. } | Call::TimeToLive { found, .. } => found.is_some(),
         Call::GetLeased { present, .. } => present.is_some(),
         Call::Acquire { token, .. } => token.is_some(),
         Call::FencedWrite { accepted, .. } => accepted.is_some(),

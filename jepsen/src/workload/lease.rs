@@ -58,6 +58,7 @@ pub async fn run(ctx: &Ctx, seed: u64, slot: u64) {
                     }
                     renew(ctx, &mut process, lease).await;
                     get_leased(ctx, &mut process, lease, &keys, &mut rng).await;
+                    time_to_live(ctx, &mut process, lease).await;
                 }
                 let p = process.id();
                 ctx.recorder.invoke(p, 0, Call::Revoke { lease });
@@ -82,6 +83,7 @@ pub async fn run(ctx: &Ctx, seed: u64, slot: u64) {
                         break;
                     }
                 }
+                time_to_live(ctx, &mut process, lease).await;
                 renew(ctx, &mut process, lease).await;
                 get_leased(ctx, &mut process, lease, &keys, &mut rng).await;
             }
@@ -161,6 +163,29 @@ async fn renew(ctx: &Ctx, process: &mut Process, lease: u64) {
                 process.crashed();
             }
         }
+    }
+}
+
+async fn time_to_live(ctx: &Ctx, process: &mut Process, lease: u64) {
+    let p = process.id();
+    ctx.recorder
+        .invoke(p, 0, Call::TimeToLive { lease, found: None });
+    match ctx.client.time_to_live(lease, false).await {
+        Ok(ttl) => ctx.recorder.ok(
+            p,
+            0,
+            Call::TimeToLive {
+                lease,
+                found: Some(ttl.found),
+            },
+        ),
+        // A query changes nothing: a failed one is a `fail` whatever the error.
+        Err(err) => ctx.recorder.fail(
+            p,
+            0,
+            Call::TimeToLive { lease, found: None },
+            err.to_string(),
+        ),
     }
 }
 
