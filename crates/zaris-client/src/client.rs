@@ -186,19 +186,27 @@ pub(crate) fn disposition(err: &RpcError) -> Disposition {
             Ok(ErrorCode::NotLeader) if !detail.raft_leader_address.is_empty() => {
                 Disposition::Redirect(detail.raft_leader_address.clone())
             }
+            // INTERNAL and NODE_FAILED say this member is broken, not the request: another
+            // member may serve it (a failed leader is replaced within an election timeout).
             Ok(
                 ErrorCode::NotLeader
                 | ErrorCode::NoLeader
                 | ErrorCode::LeadershipLost
                 | ErrorCode::ShuttingDown
-                | ErrorCode::Timeout,
+                | ErrorCode::Timeout
+                | ErrorCode::NodeFailed
+                | ErrorCode::Internal,
             ) => Disposition::Rotate,
+            // A code this client does not know, on a status that says "try elsewhere".
+            _ if err.code() == Code::Unavailable => Disposition::Rotate,
             _ => Disposition::Fail,
         };
     }
     // No Zaris detail: the transport (connection refused, reset, our own timeout) or a proxy.
     match err.code() {
-        Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => Disposition::Rotate,
+        Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Internal => {
+            Disposition::Rotate
+        }
         _ if err.is_connect_failure() => Disposition::Rotate,
         _ => Disposition::Fail,
     }
@@ -521,6 +529,20 @@ mod tests {
         assert_eq!(disposition(&rpc(lost.into_status())), Disposition::Rotate);
     }
 
+    /// Issue 9, item 5: a member whose Raft failed answered INTERNAL forever, and a client that
+    /// cached it as the leader never moved on.
+    #[test]
+    fn a_broken_member_is_rotated_away_from() {
+        for code in [ErrorCode::NodeFailed, ErrorCode::Internal] {
+            let broken = ErrorDetail::new(code, Outcome::Indeterminate, "raft stopped");
+            assert_eq!(disposition(&rpc(broken.into_status())), Disposition::Rotate);
+        }
+        assert_eq!(
+            disposition(&rpc(Status::internal("boom"))),
+            Disposition::Rotate
+        );
+    }
+
     #[test]
     fn request_errors_are_final() {
         assert_eq!(
@@ -529,10 +551,6 @@ mod tests {
         );
         assert_eq!(
             disposition(&rpc(zaris_proto::limit_exceeded("max_key_bytes", 10, 20))),
-            Disposition::Fail
-        );
-        assert_eq!(
-            disposition(&rpc(Status::internal("boom"))),
             Disposition::Fail
         );
         let missing = ErrorDetail::new(ErrorCode::MemberNotFound, Outcome::Definite, "no 9");

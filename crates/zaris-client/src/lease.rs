@@ -45,8 +45,9 @@ impl Client {
         }
     }
 
-    /// Grants a lease with the given non-zero id: `Ok(None)` if that id belongs to an existing
-    /// lease (nothing was created).
+    /// Grants a lease with the given non-zero id: `Ok(None)` if that id is live or was used before
+    /// (lease ids are never reused, so a chosen id must be above every id granted so far); nothing
+    /// was created then.
     pub async fn grant_with_id(&self, id: u64, ttl: Duration) -> Result<Option<LeaseGrant>, Error> {
         self.grant_request(id, ttl).await
     }

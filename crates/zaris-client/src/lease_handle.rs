@@ -11,6 +11,7 @@ use zaris_proto::v1::RevokeResult;
 use crate::client::Client;
 use crate::error::Error;
 use crate::keepalive::{Command, ExpiredReason, LeaseState, Shared, Timing};
+use crate::queue_place::WaitSlots;
 
 /// A lease this client keeps alive until it is revoked, dropped, or lost.
 ///
@@ -60,6 +61,8 @@ struct Inner {
     shared: Arc<Shared>,
     /// Set once revoked through this handle: nothing left to do on drop.
     closed: AtomicBool,
+    /// Lock waits of this lease, by lock name (see [`crate::queue_place`]).
+    waits: WaitSlots,
 }
 
 impl Client {
@@ -94,6 +97,7 @@ impl Client {
                 granted_ttl: ttl,
                 shared,
                 closed: AtomicBool::new(false),
+                waits: WaitSlots::default(),
             }),
         }
     }
@@ -113,6 +117,10 @@ impl Lease {
     /// The client this lease was made with.
     pub fn client(&self) -> &Client {
         &self.inner.client
+    }
+
+    pub(crate) fn wait_slots(&self) -> &WaitSlots {
+        &self.inner.waits
     }
 
     /// True while the lease is certainly held: before the safe deadline, and not reported lost.

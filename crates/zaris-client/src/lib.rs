@@ -43,6 +43,7 @@ mod lease_handle;
 mod lock;
 mod lock_guard;
 mod presence;
+mod queue_place;
 mod watch;
 
 pub use client::{

@@ -11,6 +11,7 @@ use crate::error::Error;
 use crate::keepalive::ExpiredReason;
 use crate::kv::{DeleteOptions, PutOptions};
 use crate::lease_handle::Lease;
+use crate::queue_place::QueuePlace;
 
 /// One Lock call blocks at most this long on the server before the client asks again (below the
 /// cluster's `max_lock_wait_ms`; a long wait is a chain of these).
@@ -56,25 +57,32 @@ impl Lease {
     /// ```
     pub async fn lock(&self, name: impl Into<String>) -> Result<LockGuard, Error> {
         let name = name.into();
+        let mut place = self.enter_queue(&name).await;
         loop {
-            if let Some(guard) = self.wait_for(&name, LOCK_WAIT_CHUNK).await? {
-                return Ok(guard);
+            if let Some(token) = self.wait_for(&mut place, LOCK_WAIT_CHUNK).await? {
+                place.keep();
+                return self.guard(name, token);
             }
         }
     }
 
     /// Takes lock `name` if it is free (or already held by this lease); `None` if another lease
-    /// holds it. Never queues.
+    /// holds it. Never queues. If this future is dropped before the answer arrives, a lock the
+    /// answer would have granted is released in the background.
     pub async fn try_lock(&self, name: impl Into<String>) -> Result<Option<LockGuard>, Error> {
         let name = name.into();
         self.ensure_valid()?;
-        let response = self
-            .client()
-            .lock(name.clone(), self.id(), false, Duration::ZERO)
-            .await?;
+        let mut place = self.enter_queue(&name).await;
+        let response = place.call(false, Duration::ZERO).await?;
         match LockResult::try_from(response.result) {
-            Ok(LockResult::Held) => self.guard(name, response.token).map(Some),
-            Ok(LockResult::Busy) => Ok(None),
+            Ok(LockResult::Held) => {
+                place.keep();
+                self.guard(name, response.token).map(Some)
+            }
+            Ok(LockResult::Busy) => {
+                place.keep();
+                Ok(None)
+            }
             Ok(LockResult::LeaseNotFound) => Err(self.lost("the cluster has no such lease")),
             _ => Err(unexpected(
                 response.header.as_ref(),
@@ -83,46 +91,52 @@ impl Lease {
         }
     }
 
-    /// Takes lock `name`, waiting up to `timeout`; `None` if it was not granted in time (the lease
-    /// is then withdrawn from the queue).
+    /// Takes lock `name`, waiting up to `timeout` (`Duration::MAX` waits as long as it takes);
+    /// `None` if it was not granted in time (the lease is then withdrawn from the queue).
     pub async fn lock_timeout(
         &self,
         name: impl Into<String>,
         timeout: Duration,
     ) -> Result<Option<LockGuard>, Error> {
         let name = name.into();
-        let deadline = Instant::now() + timeout;
+        // A timeout too long to add to the clock is no timeout at all.
+        let Some(deadline) = Instant::now().checked_add(timeout) else {
+            return self.lock(name).await.map(Some);
+        };
+        let mut place = self.enter_queue(&name).await;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            if let Some(guard) = self.wait_for(&name, left.min(LOCK_WAIT_CHUNK)).await? {
-                return Ok(Some(guard));
+            if let Some(token) = self.wait_for(&mut place, left.min(LOCK_WAIT_CHUNK)).await? {
+                place.keep();
+                return self.guard(name, token).map(Some);
             }
             if Instant::now() >= deadline {
                 break;
             }
         }
         // Out of time: leave the queue, unless the lock arrived in the meantime.
-        let response = self.client().unlock(name.clone(), self.id(), 0).await?;
-        match UnlockResult::try_from(response.result) {
-            Ok(UnlockResult::Held) => self.guard(name, response.token).map(Some),
-            Ok(UnlockResult::Withdrawn | UnlockResult::NotHolder) => Ok(None),
-            _ => Err(unexpected(
-                response.header.as_ref(),
-                format!("unlock result {} for a withdrawal", response.result),
-            )),
+        match place.withdraw_now().await? {
+            Some(token) => self.guard(name, token).map(Some),
+            None => Ok(None),
         }
     }
 
-    /// One Lock call that may block up to `wait`: `Some` once held, `None` while still queued.
-    async fn wait_for(&self, name: &str, wait: Duration) -> Result<Option<LockGuard>, Error> {
+    /// Starts waiting for lock `name`: the returned place is given back if the wait ends
+    /// without a guard (dropped, failed, lease lost).
+    pub(crate) async fn enter_queue(&self, name: &str) -> QueuePlace {
+        QueuePlace::enter(self.client(), self.wait_slots(), name, self.id()).await
+    }
+
+    /// One Lock call that may block up to `wait`: `Some(token)` once held, `None` while still
+    /// queued.
+    async fn wait_for(&self, place: &mut QueuePlace, wait: Duration) -> Result<Option<u64>, Error> {
         self.ensure_valid()?;
-        let call = self.client().lock(name, self.id(), true, wait);
         let response = tokio::select! {
-            response = call => response?,
+            response = place.call(true, wait) => response?,
             reason = self.expired() => return Err(self.lost(reason_text(reason))),
         };
         match LockResult::try_from(response.result) {
-            Ok(LockResult::Held) => self.guard(name.to_owned(), response.token).map(Some),
+            Ok(LockResult::Held) => Ok(Some(response.token)),
             Ok(LockResult::Queued | LockResult::Busy) => Ok(None),
             Ok(LockResult::LeaseNotFound) => Err(self.lost("the cluster has no such lease")),
             _ => Err(unexpected(
@@ -139,9 +153,9 @@ impl Lease {
             token,
             released: AtomicBool::new(false),
         };
-        // Granted, but the lease can no longer be proven held: the lock is useless to us.
+        // Granted, but the lease can no longer be proven held: the lock is useless to us. The
+        // guard is dropped unreleased, so it is released in the background (fenced by its token).
         if !self.is_valid() {
-            guard.released.store(true, Ordering::Release);
             return Err(self.lost("the lease passed its safe deadline"));
         }
         tracing::debug!(lease_id = self.id(), lock = %guard.name, token, "lock acquired");

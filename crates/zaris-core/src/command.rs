@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::limits::{LimitKind, Limits};
 use crate::outcome::Rejection;
-use crate::types::{Guard, KeySelector, LeaseId, NO_LEASE, RequestId, Revision, Token};
+use crate::types::{
+    Guard, KeySelector, LeaseId, MAX_CHOSEN_LEASE_ID, NO_LEASE, RequestId, Revision, Token,
+};
 
 /// One replicated command and, for retry-safe writes, the id that de-duplicates it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -181,7 +183,14 @@ impl Request {
     /// again on apply.
     pub fn validate(&self, limits: &Limits) -> Result<(), Rejection> {
         match &self.command {
-            Command::Grant { ttl_ms, .. } => check_ttl(*ttl_ms, limits),
+            Command::Grant { id, ttl_ms } => {
+                if *id > MAX_CHOSEN_LEASE_ID {
+                    return Err(Rejection::InvalidArgument(format!(
+                        "lease id {id} is above {MAX_CHOSEN_LEASE_ID}, the largest a client may choose"
+                    )));
+                }
+                check_ttl(*ttl_ms, limits)
+            }
             Command::Renew { ids } => check_ids(ids.len(), ids.iter().copied(), limits),
             Command::Revoke { id } => check_ids(1, std::iter::once(*id), limits),
             Command::Expire { leases } => {

@@ -11,4 +11,7 @@ pub struct Faults {
     /// as if the holder's lease had ended: the requester becomes the holder with the entry's
     /// revision as its token, and the previous holder loses the lock (its lease lives on).
     pub lock_ignores_holder: bool,
+    /// `lease-id-reuse`: a Grant may ask for the id of a lease that ended (the id-reuse hole of
+    /// issue 9), so an ended lease's old owner renews whoever holds the id now.
+    pub lease_id_reuse: bool,
 }

@@ -108,17 +108,25 @@ impl Lessor {
         }
     }
 
-    /// Replaces the table, e.g. after a snapshot was installed: every lease gets a full TTL from
-    /// `now_ms`, the conservative choice when its last renewal time is unknown here.
+    /// Replaces the table after the state was replaced wholesale (a snapshot installed, or loaded
+    /// at restart). A lease this lessor already tracks at the same `renewed_revision` keeps its
+    /// deadline: nothing renewed it since, so the deadline is still exact. Every other lease (new
+    /// here, or renewed at a revision this node never applied) gets a full TTL from `now_ms`, the
+    /// conservative choice when its last renewal time is unknown. Leases not in `leases` are gone.
     pub fn reset(
         &mut self,
         now_ms: u64,
         leases: impl IntoIterator<Item = (LeaseId, u64, Revision)>,
     ) {
-        self.leases.clear();
+        let known = std::mem::take(&mut self.leases);
         self.by_deadline.clear();
         for (id, ttl_ms, renewed_revision) in leases {
-            self.refresh(now_ms, id, ttl_ms, renewed_revision);
+            match known.get(&id) {
+                Some(tracked) if tracked.renewed_revision == renewed_revision => {
+                    self.set(id, *tracked)
+                }
+                _ => self.refresh(now_ms, id, ttl_ms, renewed_revision),
+            }
         }
     }
 

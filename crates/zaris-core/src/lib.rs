@@ -28,4 +28,7 @@ pub use outcome::{
     OpResult, Outcome, Rejection, Response,
 };
 pub use state::{LeaseInfo, LockInfo, RangeResult, State};
-pub use types::{Guard, KeySelector, KeyValue, LeaseId, NO_LEASE, RequestId, Revision, Token};
+pub use types::{
+    Guard, KeySelector, KeyValue, LeaseId, MAX_CHOSEN_LEASE_ID, MAX_LEASE_ID, NO_LEASE, RequestId,
+    Revision, Token,
+};

@@ -30,8 +30,11 @@ pub enum Rejection {
     },
     #[error("lease {0} not found")]
     LeaseNotFound(LeaseId),
-    #[error("lease {0} already exists")]
-    LeaseExists(LeaseId),
+    /// Lease ids are never reused: the requested id belongs to a live lease or to one that ended.
+    #[error(
+        "lease id {id} is in use or was used before (ids are never reused); choose {next_free} or above, or let the server choose"
+    )]
+    LeaseIdUsed { id: LeaseId, next_free: LeaseId },
     #[error(
         "guard failed: lock {lock:?} is not held with token {token} (current token: {current:?})"
     )]

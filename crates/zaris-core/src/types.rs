@@ -11,6 +11,13 @@ pub type LeaseId = u64;
 /// The "no lease" value of a [`LeaseId`] field.
 pub const NO_LEASE: LeaseId = 0;
 
+/// The largest id a client may ask for in a Grant. Ids above it are left to the server, so a
+/// client that chooses this id cannot exhaust the ids the server hands out.
+pub const MAX_CHOSEN_LEASE_ID: LeaseId = 1 << 62;
+
+/// The largest lease id of all (it fits a signed 64-bit integer, as etcd's lease ids do).
+pub const MAX_LEASE_ID: LeaseId = i64::MAX as u64;
+
 /// A fencing token: the revision at which a lock's current holder acquired it.
 pub type Token = u64;
 

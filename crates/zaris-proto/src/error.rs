@@ -47,7 +47,8 @@ impl ErrorCode {
             ErrorCode::NotLeader
             | ErrorCode::NoLeader
             | ErrorCode::LeadershipLost
-            | ErrorCode::ShuttingDown => Code::Unavailable,
+            | ErrorCode::ShuttingDown
+            | ErrorCode::NodeFailed => Code::Unavailable,
             ErrorCode::Timeout => Code::DeadlineExceeded,
             ErrorCode::InvalidArgument | ErrorCode::TtlOutOfRange => Code::InvalidArgument,
             ErrorCode::LimitExceeded | ErrorCode::CapacityExceeded => Code::ResourceExhausted,

@@ -94,7 +94,7 @@ impl StateMachineStore {
         };
         Ok(StateMachineStore {
             data: Arc::new(RwLock::new(data)),
-            files: SnapshotFiles { tree, db },
+            files: SnapshotFiles::new(tree, db),
             observer,
             #[cfg(feature = "fault-injection")]
             faults: zaris_core::Faults::default(),
@@ -128,10 +128,36 @@ impl StateMachineStore {
 struct SnapshotFiles {
     tree: sled::Tree,
     db: sled::Db,
+    /// Serializes saves: a build (which copied the state at some index A) runs beside an install
+    /// (of a snapshot at B), and the check-then-write in `save` must see the other's result.
+    saving: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl SnapshotFiles {
-    async fn save(&self, meta: &SnapshotMeta, data: &[u8]) -> io::Result<()> {
+    fn new(tree: sled::Tree, db: sled::Db) -> Self {
+        SnapshotFiles {
+            tree,
+            db,
+            saving: Arc::new(tokio::sync::Mutex::new(())),
+        }
+    }
+
+    /// Persists a snapshot unless the one on disk is at least as new. A build that copied the
+    /// state at A may finish after a snapshot at B > A was installed and the log purged up to B:
+    /// saving A then would leave a node that can never restart (it would need logs from A + 1).
+    /// Returns whether it saved.
+    async fn save(&self, meta: &SnapshotMeta, data: &[u8]) -> io::Result<bool> {
+        let _saving = self.saving.lock().await;
+        if let Some(current) = read_snapshot_meta(&self.tree)?
+            && current.last_log_id >= meta.last_log_id
+        {
+            tracing::info!(
+                kept = ?current.last_log_id,
+                dropped = ?meta.last_log_id,
+                "a newer snapshot is already saved; keeping it"
+            );
+            return Ok(false);
+        }
         let meta_bytes = codec::encode(meta).map_err(|e| io_err("encode snapshot meta", e))?;
         let mut batch = sled::Batch::default();
         batch.insert(SNAPSHOT_DATA, data);
@@ -142,8 +168,8 @@ impl SnapshotFiles {
         self.db
             .flush_async()
             .await
-            .map(|_| ())
-            .map_err(|e| io_err("fsync snapshot", e))
+            .map_err(|e| io_err("fsync snapshot", e))?;
+        Ok(true)
     }
 
     fn load(&self) -> io::Result<Option<Snapshot>> {
@@ -207,8 +233,9 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             last_log_id: copy.last_applied,
             last_membership: copy.membership,
         };
-        self.files.save(&meta, &bytes).await?;
-        tracing::info!(last_log_id = ?meta.last_log_id, bytes = bytes.len(), "snapshot built");
+        if self.files.save(&meta, &bytes).await? {
+            tracing::info!(last_log_id = ?meta.last_log_id, bytes = bytes.len(), "snapshot built");
+        }
         Ok(Snapshot {
             meta,
             snapshot: bytes,
@@ -302,5 +329,45 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
         self.files.load()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(index: u64) -> SnapshotMeta {
+        SnapshotMeta {
+            last_log_id: Some(openraft::LogId::new(
+                openraft::impls::leader_id_adv::LeaderId {
+                    term: 1,
+                    node_id: 1,
+                },
+                index,
+            )),
+            last_membership: StoredMembership::default(),
+        }
+    }
+
+    /// Issue 9, hole 2: a build that copied the state at A finishing after a snapshot at B > A was
+    /// installed must not replace B on disk.
+    #[tokio::test]
+    async fn an_older_snapshot_never_replaces_a_newer_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = sled::Config::new()
+            .path(dir.path())
+            .open()
+            .expect("open sled");
+        let files = SnapshotFiles::new(db.open_tree(SNAPSHOT_TREE).expect("tree"), db);
+        assert!(files.save(&meta(20), b"at twenty").await.expect("save B"));
+        assert!(!files.save(&meta(10), b"at ten").await.expect("save A"));
+        let kept = files.load().expect("load").expect("a snapshot");
+        assert_eq!(kept.meta, meta(20));
+        assert_eq!(kept.snapshot, b"at twenty");
+        assert!(files.save(&meta(30), b"at thirty").await.expect("save C"));
+        assert_eq!(
+            files.load().expect("load").expect("a snapshot").meta,
+            meta(30)
+        );
     }
 }

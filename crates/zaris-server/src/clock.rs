@@ -3,11 +3,30 @@
 //! A trait so that tests (and the fault harness's clock-rate faults) can drive time.
 
 use std::fmt::Debug;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub trait Clock: Send + Sync + Debug + 'static {
-    /// Milliseconds since an arbitrary, fixed origin; never goes back.
-    fn now_ms(&self) -> u64;
+    /// Time since an arbitrary, fixed origin; never goes back.
+    fn elapsed(&self) -> Duration;
+
+    /// Whole milliseconds since the origin, rounded down: for "has this deadline passed?", which
+    /// must never say yes early.
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Milliseconds since the origin, rounded up: the start of a lease's time to live, so that a
+    /// deadline `start + ttl` never falls before the true `t_apply + ttl` (rounding down could
+    /// make it up to a millisecond early).
+    fn now_ms_rounded_up(&self) -> u64 {
+        let elapsed = self.elapsed();
+        let floor = self.now_ms();
+        if elapsed > Duration::from_millis(floor) {
+            floor.saturating_add(1)
+        } else {
+            floor
+        }
+    }
 }
 
 /// `Instant`-based: immune to wall-clock steps (NTP, manual changes).
@@ -25,8 +44,24 @@ impl Default for MonotonicClock {
 }
 
 impl Clock for MonotonicClock {
-    fn now_ms(&self) -> u64 {
-        u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
+    fn elapsed(&self) -> Duration {
+        self.origin.elapsed()
+    }
+}
+
+/// A clock a test sets by hand (tests of the lessor's timing without waiting).
+#[derive(Debug, Default)]
+pub struct ManualClock(std::sync::Mutex<Duration>);
+
+impl ManualClock {
+    pub fn set(&self, elapsed: Duration) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = elapsed;
+    }
+}
+
+impl Clock for ManualClock {
+    fn elapsed(&self) -> Duration {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -54,29 +89,36 @@ impl ScaledClock {
 
 #[cfg(feature = "fault-injection")]
 impl Clock for ScaledClock {
-    fn now_ms(&self) -> u64 {
-        // Monotonic: the inner clock never goes back, and scaling by a positive rate and rounding
-        // down keep the order. The cast saturates at u64::MAX.
-        (self.inner.now_ms() as f64 * self.rate) as u64
+    fn elapsed(&self) -> Duration {
+        // Monotonic: the inner clock never goes back, and scaling by a positive rate keeps the
+        // order. Saturates instead of panicking on overflow.
+        Duration::try_from_secs_f64(self.inner.elapsed().as_secs_f64() * self.rate)
+            .unwrap_or(Duration::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 9, item 7: a deadline counted from a floored `now` could fall up to 1 ms before
+    /// `t_apply + ttl`. Deadlines start from the time rounded up; expiry checks round down.
+    #[test]
+    fn deadlines_start_rounded_up_and_checks_round_down() {
+        let clock = ManualClock::default();
+        clock.set(Duration::from_micros(10_400));
+        assert_eq!(clock.now_ms(), 10);
+        assert_eq!(clock.now_ms_rounded_up(), 11);
+        clock.set(Duration::from_millis(12));
+        assert_eq!((clock.now_ms(), clock.now_ms_rounded_up()), (12, 12));
     }
 }
 
 #[cfg(all(test, feature = "fault-injection"))]
-mod tests {
+mod scaled_tests {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicU64, Ordering};
 
     use super::*;
-
-    /// A clock the test sets by hand.
-    #[derive(Debug, Default)]
-    struct ManualClock(AtomicU64);
-
-    impl Clock for ManualClock {
-        fn now_ms(&self) -> u64 {
-            self.0.load(Ordering::SeqCst)
-        }
-    }
 
     #[test]
     fn scaled_clock_runs_at_its_rate_and_never_goes_back() {
@@ -86,14 +128,14 @@ mod tests {
         let same = ScaledClock::new(real.clone(), 1.0);
         let mut last = (0, 0);
         for ms in [0, 1, 2, 3, 999, 1_000, 10_000, 123_457] {
-            real.0.store(ms, Ordering::SeqCst);
+            real.set(Duration::from_millis(ms));
             assert_eq!(slow.now_ms(), ms / 2);
             assert_eq!(fast.now_ms(), ms * 3 / 2);
             assert_eq!(same.now_ms(), ms);
             assert!(slow.now_ms() >= last.0 && fast.now_ms() >= last.1);
             last = (slow.now_ms(), fast.now_ms());
         }
-        real.0.store(u64::MAX, Ordering::SeqCst);
+        real.set(Duration::MAX);
         assert_eq!(fast.now_ms(), u64::MAX);
     }
 

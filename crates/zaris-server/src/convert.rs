@@ -818,14 +818,17 @@ fn op_response(shape: OpShape, result: OpResult) -> Result<v1::TxnOpResponse, St
     })
 }
 
-/// A Grant answer: created → GRANTED with id and TTL; requested id taken → ID_IN_USE.
+/// A Grant answer: created → GRANTED with id and TTL; requested id used before → ID_IN_USE with the
+/// next free id.
 pub fn grant_response(
     header: ResponseHeader,
     response: Response,
 ) -> Result<v1::LeaseGrantResponse, Status> {
-    let (result, id, ttl_ms) = match response {
-        Ok(Outcome::Granted { id, ttl_ms }) => (v1::GrantResult::Granted, id, ttl_ms),
-        Err(Rejection::LeaseExists(_)) => (v1::GrantResult::IdInUse, 0, 0),
+    let (result, id, ttl_ms, next_free_id) = match response {
+        Ok(Outcome::Granted { id, ttl_ms }) => (v1::GrantResult::Granted, id, ttl_ms, 0),
+        Err(Rejection::LeaseIdUsed { next_free, .. }) => {
+            (v1::GrantResult::IdInUse, 0, 0, next_free)
+        }
         Err(rejection) => return Err(rejection_status(&rejection)),
         Ok(other) => return Err(unexpected("Grant", &other)),
     };
@@ -834,6 +837,7 @@ pub fn grant_response(
         result: result.into(),
         id,
         ttl_ms,
+        next_free_id,
     })
 }
 
@@ -2205,9 +2209,16 @@ mod tests {
         assert_eq!(answer.result(), v1::GrantResult::Granted);
         assert_eq!((answer.id, answer.ttl_ms), (9, 5_000));
 
-        let answer = ok(grant_response(header(3), Err(Rejection::LeaseExists(9))));
+        let answer = ok(grant_response(
+            header(3),
+            Err(Rejection::LeaseIdUsed {
+                id: 9,
+                next_free: 12,
+            }),
+        ));
         assert_eq!(answer.result(), v1::GrantResult::IdInUse);
         assert_eq!((answer.id, answer.ttl_ms), (0, 0));
+        assert_eq!(answer.next_free_id, 12);
 
         assert_limit(
             grant_response(

@@ -29,7 +29,7 @@ pub const CAPACITY_RETRY_AFTER_MS: u64 = 1_000;
 ///   (`min_ttl_ms` or `max_ttl_ms`) with the requested TTL as `actual`.
 /// - `LimitExceeded` → RESOURCE_EXHAUSTED / LIMIT_EXCEEDED for per-request limits, or
 ///   CAPACITY_EXCEEDED for state capacities (see [`is_capacity`]), `limit` naming it.
-/// - `LeaseNotFound`, `LeaseExists`, `GuardFailed`, `NotHolder`: these are result values in every
+/// - `LeaseNotFound`, `LeaseIdUsed`, `GuardFailed`, `NotHolder`: these are result values in every
 ///   response that can carry them (see `convert`), so reaching here means the call got a rejection
 ///   it has no result value for — a server bug, or a `request_id` reused for a different request
 ///   (the state machine then replays the other request's answer). No ErrorCode fits a domain answer
@@ -66,7 +66,7 @@ pub fn rejection_status(rejection: &Rejection) -> Status {
             }
         }
         Rejection::LeaseNotFound(_)
-        | Rejection::LeaseExists(_)
+        | Rejection::LeaseIdUsed { .. }
         | Rejection::GuardFailed { .. }
         | Rejection::NotHolder { .. } => detail(
             ErrorCode::Internal,
@@ -219,6 +219,23 @@ pub fn shutting_down(proposed: bool) -> Status {
 
 /// INTERNAL / INTERNAL, indeterminate: a storage or invariant failure on the server. Nothing
 /// acknowledged is lost, but this request may or may not have been applied.
+/// UNAVAILABLE / NODE_FAILED: this node's Raft stopped for good (a storage or consensus error,
+/// see `health`), and the node is stopping. Indeterminate if the request may have been proposed
+/// before the failure.
+pub fn raft_failed(fatal: impl std::fmt::Display, proposed: bool) -> Status {
+    let outcome = if proposed {
+        Outcome::Indeterminate
+    } else {
+        Outcome::Definite
+    };
+    detail(
+        ErrorCode::NodeFailed,
+        outcome,
+        format!("this member's Raft has failed ({fatal}) and it is stopping; use another member"),
+    )
+    .into_status()
+}
+
 pub fn internal(message: impl Into<String>) -> Status {
     detail(ErrorCode::Internal, Outcome::Indeterminate, message).into_status()
 }
@@ -410,7 +427,10 @@ mod tests {
     fn domain_rejections_without_a_result_value_are_definite() {
         for rejection in [
             Rejection::LeaseNotFound(7),
-            Rejection::LeaseExists(7),
+            Rejection::LeaseIdUsed {
+                id: 7,
+                next_free: 8,
+            },
             Rejection::GuardFailed {
                 lock: "l".into(),
                 token: 3,

@@ -8,15 +8,24 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use zaris_raft::Raft;
 
-pub async fn serve(listener: TcpListener, raft: Raft, shutdown: CancellationToken) {
+use crate::health::Health;
+
+pub async fn serve(listener: TcpListener, raft: Raft, health: Health, shutdown: CancellationToken) {
+    let live = health.clone();
     let app = Router::new()
         .route("/metrics", get(metrics))
-        .route("/health", get(|| async { "ok\n" }))
+        .route(
+            "/health",
+            get(move || {
+                let health = live.clone();
+                async move { healthy(&health) }
+            }),
+        )
         .route(
             "/ready",
             get(move || {
-                let raft = raft.clone();
-                async move { ready(&raft) }
+                let (raft, health) = (raft.clone(), health.clone());
+                async move { ready(&raft, &health) }
             }),
         );
     let result = axum::serve(listener, app)
@@ -37,11 +46,31 @@ async fn metrics() -> (StatusCode, String) {
     }
 }
 
-/// Ready when this node knows a Raft leader (so it can serve or redirect).
-fn ready(raft: &Raft) -> (StatusCode, &'static str) {
+/// Live unless this node's Raft has failed for good.
+fn healthy(health: &Health) -> (StatusCode, String) {
+    match health.failure() {
+        None => (StatusCode::OK, "ok\n".into()),
+        Some(reason) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("raft failed: {reason}\n"),
+        ),
+    }
+}
+
+/// Ready when this node's Raft runs and it knows a Raft leader (so it can serve or redirect).
+fn ready(raft: &Raft, health: &Health) -> (StatusCode, String) {
+    if let Some(reason) = health.failure() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("raft failed: {reason}\n"),
+        );
+    }
     let leader = raft.metrics().borrow_watched().current_leader;
     match leader {
-        Some(_) => (StatusCode::OK, "ready\n"),
-        None => (StatusCode::SERVICE_UNAVAILABLE, "no Raft leader known\n"),
+        Some(_) => (StatusCode::OK, "ready\n".into()),
+        None => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no Raft leader known\n".into(),
+        ),
     }
 }

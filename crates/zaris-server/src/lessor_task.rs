@@ -76,7 +76,7 @@ impl ExpiryLoop {
                     debug!(node_id = self.node_id, term, %status, "not yet ready to promote the lessor");
                     continue;
                 }
-                let now_ms = self.clock.now_ms();
+                let now_ms = self.clock.now_ms_rounded_up();
                 self.lessor().promote(now_ms, self.election_timeout_ms);
                 promoted_term = Some(term);
                 info!(
@@ -139,10 +139,15 @@ impl ExpiryLoop {
     }
 
     async fn expire_due(&self) {
+        // The cluster's `max_batch_ids` bounds an Expire like any batch: a larger one would be
+        // rejected on apply and handed out again after `retry_after_ms`, forever.
+        let max_batch = self
+            .state
+            .read(|d| d.state.limits().max_batch_ids as usize)
+            .min(self.expire_batch)
+            .max(1);
         loop {
-            let due = self
-                .lessor()
-                .expired(self.clock.now_ms(), self.expire_batch);
+            let due = self.lessor().expired(self.clock.now_ms(), max_batch);
             if due.is_empty() {
                 return;
             }
@@ -153,8 +158,8 @@ impl ExpiryLoop {
                 .propose(Request::new(Command::Expire { leases: due }))
                 .await
             {
-                Ok(reply) => {
-                    if let Ok(Outcome::Expired { revoked, skipped }) = &reply.response {
+                Ok(reply) => match &reply.response {
+                    Ok(Outcome::Expired { revoked, skipped }) => {
                         debug!(
                             node_id = self.node_id,
                             revision = reply.revision,
@@ -163,7 +168,22 @@ impl ExpiryLoop {
                             "expired leases"
                         );
                     }
-                }
+                    Ok(other) => {
+                        warn!(node_id = self.node_id, outcome = ?other, "unexpected Expire outcome");
+                    }
+                    Err(rejection) => {
+                        // The lessor hands these out again after retry_after_ms; say so loudly,
+                        // since a rejected expiry keeps an overdue lease alive.
+                        metrics::counter!(m::EXPIRIES_REJECTED).increment(count as u64);
+                        warn!(
+                            node_id = self.node_id,
+                            count,
+                            %rejection,
+                            "the state machine rejected an expiry batch"
+                        );
+                        return;
+                    }
+                },
                 Err(status) => {
                     // The lessor holds these back and hands them out again after retry_after_ms.
                     warn!(node_id = self.node_id, count, %status, "expiry proposal failed");

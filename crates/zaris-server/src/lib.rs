@@ -9,6 +9,7 @@ pub mod convert;
 pub mod errors;
 #[cfg(feature = "fault-injection")]
 pub mod faults;
+mod health;
 mod http;
 mod lessor_task;
 mod locks;
@@ -23,6 +24,6 @@ mod watch;
 
 #[cfg(feature = "fault-injection")]
 pub use clock::ScaledClock;
-pub use clock::{Clock, MonotonicClock};
+pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use config::NodeConfig;
 pub use node::{Node, NodeHandle};

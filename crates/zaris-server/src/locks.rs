@@ -16,8 +16,10 @@ pub enum Wake {
     LeaseEnded,
 }
 
-type Key = (String, LeaseId);
-/// The calls waiting per (lock, lease), each with its id.
+/// Lease first, so that everything one lease waits for is one contiguous range: a lease's end
+/// (inside apply) wakes its waits in O(log n + its own waits), never a scan of every waiter.
+type Key = (LeaseId, String);
+/// The calls waiting per (lease, lock), each with its id.
 type Waiting = BTreeMap<Key, Vec<(u64, oneshot::Sender<Wake>)>>;
 
 #[derive(Debug, Default)]
@@ -42,7 +44,7 @@ impl LockWaiters {
         let (tx, woken) = oneshot::channel();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.lock()
-            .entry((name.to_string(), lease))
+            .entry((lease, name.to_string()))
             .or_default()
             .push((id, tx));
         Registration { id, woken }
@@ -50,7 +52,7 @@ impl LockWaiters {
 
     pub fn forget(&self, name: &str, lease: LeaseId, id: u64) {
         let mut waiting = self.lock();
-        let key = (name.to_string(), lease);
+        let key = (lease, name.to_string());
         if let Some(list) = waiting.get_mut(&key) {
             list.retain(|(waiter, _)| *waiter != id);
             if list.is_empty() {
@@ -60,7 +62,7 @@ impl LockWaiters {
     }
 
     pub fn acquired(&self, name: &str, lease: LeaseId, token: Token) {
-        let woken = self.lock().remove(&(name.to_string(), lease));
+        let woken = self.lock().remove(&(lease, name.to_string()));
         for (_, tx) in woken.into_iter().flatten() {
             let _ = tx.send(Wake::Acquired(token));
         }
@@ -69,9 +71,9 @@ impl LockWaiters {
     pub fn lease_ended(&self, lease: LeaseId) {
         let mut waiting = self.lock();
         let ended: Vec<Key> = waiting
-            .keys()
-            .filter(|(_, l)| *l == lease)
-            .cloned()
+            .range((lease, String::new())..)
+            .take_while(|((l, _), _)| *l == lease)
+            .map(|(key, _)| key.clone())
             .collect();
         for key in ended {
             for (_, tx) in waiting.remove(&key).into_iter().flatten() {
@@ -103,5 +105,23 @@ mod tests {
         assert!(other.woken.try_recv().is_err());
         waiters.lease_ended(8);
         assert_eq!(other.woken.try_recv(), Ok(Wake::LeaseEnded));
+    }
+
+    #[test]
+    fn a_lease_end_wakes_exactly_that_leases_waits() {
+        let waiters = LockWaiters::default();
+        let mut mine: Vec<_> = ["a", "b", "c"]
+            .iter()
+            .map(|name| waiters.register(name, 5))
+            .collect();
+        let mut before = waiters.register("a", 4);
+        let mut after = waiters.register("a", 6);
+        waiters.lease_ended(5);
+        for registration in &mut mine {
+            assert_eq!(registration.woken.try_recv(), Ok(Wake::LeaseEnded));
+        }
+        assert!(before.woken.try_recv().is_err());
+        assert!(after.woken.try_recv().is_err());
+        assert_eq!(waiters.lock().len(), 2);
     }
 }

@@ -16,6 +16,11 @@ pub const LEASE_RENEWALS: &str = "zaris_lease_renewals_total";
 pub const RENEW_BATCHES: &str = "zaris_renew_batches_total";
 /// Expire entries proposed by this node as leader.
 pub const EXPIRE_BATCHES: &str = "zaris_expire_batches_total";
+/// 1 once this node's Raft has failed for good (the node then stops).
+pub const RAFT_FAILED: &str = "zaris_raft_failed";
+/// Overdue leases in Expire entries the state machine rejected (they are proposed again after
+/// `retry_after_ms`; a non-zero rate means overdue leases are being kept alive).
+pub const EXPIRIES_REJECTED: &str = "zaris_expiries_rejected_total";
 /// Lock acquisitions applied (immediate, or handed over from a released holder).
 pub const LOCKS_ACQUIRED: &str = "zaris_locks_acquired_total";
 /// Live leases and keys in this node's state.

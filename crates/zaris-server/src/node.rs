@@ -23,6 +23,7 @@ use zaris_raft::{Raft, StateHandle};
 
 use crate::clock::{Clock, MonotonicClock};
 use crate::config::NodeConfig;
+use crate::health::{self, Health};
 use crate::lessor_task::ExpiryLoop;
 use crate::locks::LockWaiters;
 use crate::network::{MAX_RAFT_MESSAGE_BYTES, NetworkFactory};
@@ -58,6 +59,7 @@ pub struct NodeHandle {
     pub http_addr: Option<SocketAddr>,
     raft: Raft,
     state: StateHandle,
+    health: Health,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 }
@@ -253,11 +255,18 @@ impl Node {
             .run(shutdown.clone()),
         );
         tracker.spawn(report_gauges(state.clone(), shutdown.clone()));
+        let (health, watch_health) = health::watch_raft(raft.clone(), node_id, shutdown.clone());
+        tracker.spawn(watch_health);
 
         let http_addr = match http_listener {
             Some(listener) => {
                 let http_addr = listener.local_addr().ok();
-                tracker.spawn(http::serve(listener, raft.clone(), shutdown.clone()));
+                tracker.spawn(http::serve(
+                    listener,
+                    raft.clone(),
+                    health.clone(),
+                    shutdown.clone(),
+                ));
                 http_addr
             }
             None => None,
@@ -269,6 +278,7 @@ impl Node {
             http_addr,
             raft,
             state,
+            health,
             shutdown,
             tracker,
         };
@@ -354,6 +364,13 @@ impl NodeHandle {
 
     pub fn state(&self) -> &StateHandle {
         &self.state
+    }
+
+    /// Resolves with the reason once this node's Raft has failed for good (a storage or
+    /// consensus error). The node then answers every call with NODE_FAILED and `/health` fails;
+    /// its owner should shut it down and exit non-zero (`zaris serve` does).
+    pub async fn failed(&self) -> String {
+        self.health.failed().await
     }
 
     /// Stops serving, stops every task, and stops Raft.

@@ -52,7 +52,7 @@ fn rejection_reason(rejection: &Rejection) -> &'static str {
         Rejection::TtlOutOfRange { .. } => "ttl_out_of_range",
         Rejection::LimitExceeded { limit, .. } => limit.name(),
         Rejection::LeaseNotFound(_) => "lease_not_found",
-        Rejection::LeaseExists(_) => "lease_exists",
+        Rejection::LeaseIdUsed { .. } => "lease_id_used",
         Rejection::GuardFailed { .. } => "guard_failed",
         Rejection::NotHolder { .. } => "not_holder",
     }
@@ -65,7 +65,8 @@ impl ApplyObserver for NodeObserver {
         self.watch_hub
             .publish(applied.revision, &applied.effects.events);
         if !applied.effects.leases.is_empty() {
-            let now_ms = self.clock.now_ms();
+            // Rounded up: a deadline must never fall before the true `t_apply + ttl`.
+            let now_ms = self.clock.now_ms_rounded_up();
             let mut lessor = self.lessor();
             for effect in &applied.effects.leases {
                 #[cfg(feature = "fault-injection")]
@@ -104,7 +105,7 @@ impl ApplyObserver for NodeObserver {
     }
 
     fn restored(&self, state: &State) {
-        let now_ms = self.clock.now_ms();
+        let now_ms = self.clock.now_ms_rounded_up();
         #[cfg(feature = "fault-injection")]
         let leases = state
             .lease_ttls()

@@ -79,7 +79,7 @@ impl Proposer {
                 e @ (ClientWriteError::ChangeMembershipError(_)
                 | ClientWriteError::PreconditionFailed(_)),
             ) => errors::internal(format!("unexpected write error: {e}")),
-            RaftError::Fatal(fatal) => errors::internal(format!("raft stopped: {fatal}")),
+            RaftError::Fatal(fatal) => errors::raft_failed(fatal, true),
         };
         ("failed", status)
     }
@@ -98,9 +98,7 @@ impl Proposer {
             Ok(Err(RaftError::APIError(LinearizableReadError::QuorumNotEnough(_)))) => {
                 Err(errors::no_leader())
             }
-            Ok(Err(RaftError::Fatal(fatal))) => {
-                Err(errors::internal(format!("raft stopped: {fatal}")))
-            }
+            Ok(Err(RaftError::Fatal(fatal))) => Err(errors::raft_failed(fatal, false)),
         }
     }
 

@@ -240,10 +240,20 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             .and_then(|()| std::fs::rename(&tmp, &path))
             .with_context(|| format!("cannot write ready file {}", path.display()))?;
     }
-    wait_for_signal().await;
+    let failure = tokio::select! {
+        () = wait_for_signal() => None,
+        reason = node.failed() => Some(reason),
+    };
     tracing::info!(node_id, "stopping");
     node.shutdown().await;
-    Ok(())
+    match failure {
+        None => Ok(()),
+        // Exit non-zero so a supervisor (systemd, Docker's restart policy) restarts the node:
+        // it recovers from its data dir, or keeps failing loudly.
+        Some(reason) => Err(anyhow::anyhow!(
+            "zaris node {node_id} stopped because its Raft failed: {reason}"
+        )),
+    }
 }
 
 async fn wait_for_signal() {

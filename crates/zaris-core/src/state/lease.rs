@@ -6,7 +6,7 @@ use super::{Holder, Lease, State};
 use crate::command::ExpiredLease;
 use crate::limits::LimitKind;
 use crate::outcome::{Effects, EventKind, LeaseEffect, LockEffect, Outcome, Rejection, Response};
-use crate::types::{LeaseId, NO_LEASE, Revision};
+use crate::types::{LeaseId, MAX_LEASE_ID, NO_LEASE, Revision};
 
 impl State {
     pub(super) fn grant(
@@ -23,20 +23,28 @@ impl State {
                 actual: self.leases.len() as u64 + 1,
             });
         }
+        // Lease ids are never reused: every id below `next_lease_id` was granted (or skipped) once,
+        // so an ended lease's old owner can never renew, bind to or lock with a newer lease that
+        // happens to get its id (contract §3, no resurrection).
         let id = if requested == NO_LEASE {
-            // Server-chosen ids come from a counter that never goes back, so the state machine
-            // never hands out an id it handed out before; it skips ids clients chose.
-            let mut id = self.next_lease_id.max(1);
-            while self.leases.contains_key(&id) {
-                id += 1;
-            }
-            self.next_lease_id = id + 1;
-            id
-        } else if self.leases.contains_key(&requested) {
-            return Err(Rejection::LeaseExists(requested));
+            self.next_lease_id.max(1)
+        } else if (requested < self.next_lease_id && !self.reuses_lease_ids())
+            || self.leases.contains_key(&requested)
+        {
+            return Err(Rejection::LeaseIdUsed {
+                id: requested,
+                next_free: self.next_lease_id,
+            });
         } else {
             requested
         };
+        if id > MAX_LEASE_ID {
+            // Unreachable in practice: 2^62 ids remain above the largest a client may choose.
+            return Err(Rejection::InvalidArgument(format!(
+                "no lease ids left (the largest is {MAX_LEASE_ID})"
+            )));
+        }
+        self.next_lease_id = self.next_lease_id.max(id + 1);
         self.leases.insert(
             id,
             Lease {
@@ -54,6 +62,14 @@ impl State {
             renewed_revision: rev,
         });
         Ok(Outcome::Granted { id, ttl_ms })
+    }
+
+    /// The `lease-id-reuse` bug (fault-injection builds): an ended lease's id may be granted again.
+    fn reuses_lease_ids(&self) -> bool {
+        #[cfg(feature = "fault-injection")]
+        return self.faults.lease_id_reuse;
+        #[cfg(not(feature = "fault-injection"))]
+        false
     }
 
     pub(super) fn renew(&mut self, rev: Revision, ids: &[LeaseId], fx: &mut Effects) -> Outcome {

@@ -408,8 +408,11 @@ impl State {
             }
         }
         for (id, lease) in &self.leases {
-            if *id == NO_LEASE {
-                return Err(format!("invalid lease id {id}"));
+            if *id == NO_LEASE || *id >= self.next_lease_id {
+                return Err(format!(
+                    "invalid lease id {id} (next free id {})",
+                    self.next_lease_id
+                ));
             }
             let keys = counted.get(id).copied().unwrap_or(0);
             if lease.key_count != keys {

@@ -129,6 +129,30 @@ fn a_renew_that_wins_the_race_keeps_the_lease() {
     assert!(log.state.lease(id, false).is_some());
 }
 
+/// Issue 9, item 6: a snapshot install must not stretch leases whose deadline this node still
+/// knows exactly (they were not renewed since): an abandoned lease would otherwise live up to a
+/// full TTL longer than the contract's bound.
+#[test]
+fn reset_keeps_the_deadlines_it_still_knows() {
+    let mut lessor = Lessor::new(unlimited());
+    lessor.refresh(0, 1, 1_000, 7); // not renewed since revision 7
+    lessor.refresh(0, 2, 1_000, 8); // renewed at 9 somewhere this node never applied
+    lessor.reset(600, [(1, 1_000, 7), (2, 1_000, 9), (3, 1_000, 9)]);
+    assert_eq!(
+        lessor.deadline_ms(1),
+        Some(1_000),
+        "unchanged lease keeps its deadline"
+    );
+    assert_eq!(
+        lessor.deadline_ms(2),
+        Some(1_600),
+        "renewal time unknown: a full TTL"
+    );
+    assert_eq!(lessor.deadline_ms(3), Some(1_600), "new lease: a full TTL");
+    lessor.promote(600, 0);
+    assert_eq!(ids(&lessor.expired(1_000, 10)), vec![1]);
+}
+
 #[test]
 fn reset_gives_every_lease_a_full_ttl() {
     let mut lessor = Lessor::new(unlimited());

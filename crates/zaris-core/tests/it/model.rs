@@ -238,18 +238,18 @@ impl Model {
                         actual: self.leases.len() as u64 + 1,
                     });
                 }
+                // Ids are never reused: a chosen id must be above every id granted before.
                 let id = if *id == 0 {
-                    let mut candidate = self.next_id;
-                    while self.leases.contains_key(&candidate) {
-                        candidate += 1;
-                    }
-                    self.next_id = candidate + 1;
-                    candidate
-                } else if self.leases.contains_key(id) {
-                    return Err(Rejection::LeaseExists(*id));
+                    self.next_id
+                } else if *id < self.next_id {
+                    return Err(Rejection::LeaseIdUsed {
+                        id: *id,
+                        next_free: self.next_id,
+                    });
                 } else {
                     *id
                 };
+                self.next_id = self.next_id.max(id + 1);
                 self.leases.insert(
                     id,
                     MLease {

@@ -98,8 +98,84 @@ fn grant_rejects_a_live_client_chosen_id() {
     assert_rejected(
         &mut log,
         Command::Grant { id, ttl_ms: TTL },
-        Rejection::LeaseExists(id),
+        Rejection::LeaseIdUsed { id, next_free: 2 },
     );
+}
+
+/// Issue 9, hole 1: an ended lease's id granted again let the old owner's keepalive renew (and
+/// its lock calls use) the new lease. Ids are never reused, whoever chose them.
+#[test]
+fn an_ended_lease_id_is_never_granted_again() {
+    let mut log = Log::new(Limits::default());
+    let chosen = 40;
+    assert_eq!(
+        log.apply(Command::Grant {
+            id: chosen,
+            ttl_ms: TTL
+        }),
+        Ok(Outcome::Granted {
+            id: chosen,
+            ttl_ms: TTL
+        })
+    );
+    log.apply(Command::Revoke { id: chosen }).expect("revoke");
+    assert_rejected(
+        &mut log,
+        Command::Grant {
+            id: chosen,
+            ttl_ms: TTL,
+        },
+        Rejection::LeaseIdUsed {
+            id: chosen,
+            next_free: chosen + 1,
+        },
+    );
+    // Below the highest id ever granted, even ids never used are refused: "used" is a
+    // high-water mark, so it needs no memory of ended leases.
+    assert_rejected(
+        &mut log,
+        Command::Grant { id: 7, ttl_ms: TTL },
+        Rejection::LeaseIdUsed {
+            id: 7,
+            next_free: chosen + 1,
+        },
+    );
+    // The old owner's renew finds nothing, forever.
+    assert_eq!(
+        log.apply(Command::Renew { ids: vec![chosen] }),
+        Ok(Outcome::Renewed {
+            renewed: vec![],
+            not_found: vec![chosen]
+        })
+    );
+    // The server continues above the chosen id.
+    assert_eq!(grant(&mut log), chosen + 1);
+}
+
+#[test]
+fn a_client_chosen_id_above_the_chosen_range_is_invalid() {
+    let mut log = Log::new(Limits::default());
+    let too_big = zaris_core::MAX_CHOSEN_LEASE_ID + 1;
+    assert!(matches!(
+        log.apply(Command::Grant {
+            id: too_big,
+            ttl_ms: TTL
+        }),
+        Err(Rejection::InvalidArgument(_))
+    ));
+    // The largest chosen id leaves the server room to go on.
+    let largest = zaris_core::MAX_CHOSEN_LEASE_ID;
+    assert_eq!(
+        log.apply(Command::Grant {
+            id: largest,
+            ttl_ms: TTL
+        }),
+        Ok(Outcome::Granted {
+            id: largest,
+            ttl_ms: TTL
+        })
+    );
+    assert_eq!(grant(&mut log), largest + 1);
 }
 
 #[test]

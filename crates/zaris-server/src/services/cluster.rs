@@ -83,7 +83,7 @@ impl ClusterService {
             RaftError::APIError(ClientWriteError::LogEntryDiscarded(_)) => {
                 errors::indeterminate("leadership changed during the membership change")
             }
-            RaftError::Fatal(fatal) => errors::internal(format!("raft stopped: {fatal}")),
+            RaftError::Fatal(fatal) => errors::raft_failed(fatal, true),
         }
     }
 

@@ -191,3 +191,122 @@ async fn election_passes_to_the_next_candidate_and_observers_follow() {
     assert_eq!(election.leader().await.expect("leader"), None);
     cluster.shutdown().await;
 }
+
+/// Waits until lock `name` has `waiters` waiters and, if `holder` is given, is held by it (or,
+/// with `None`, is free).
+async fn wait_for_queue(
+    client: &zaris_client::Client,
+    name: &str,
+    holder: Option<u64>,
+    waiters: u64,
+) {
+    eventually(
+        "the lock queue to settle",
+        Duration::from_secs(15),
+        || async {
+            let status = client.lock_status(name).await.ok()?;
+            (status.waiters == waiters && status.holder_lease == holder.unwrap_or(0)).then_some(())
+        },
+    )
+    .await;
+}
+
+/// Issue 9, hole 3: a lock wait dropped by a timeout, a `select!` or an aborted task left its
+/// lease queued; when the entry reached the head, the lease held the lock with no guard, kept
+/// alive by the background keeper, and nobody else could take it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_lock_waits_and_campaigns_give_their_queue_places_back() {
+    let cluster = TestCluster::start(3).await;
+    cluster.leader().await;
+    let client = cluster.client(&[1, 2, 3]).await;
+    let ttl = Duration::from_secs(30);
+    let holder = client.lease(ttl).await.expect("lease");
+    let held = holder.lock("q").await.expect("lock");
+
+    // A wait given up by a timeout around the future (not lock_timeout).
+    let impatient = client.lease(ttl).await.expect("lease");
+    let gave_up = tokio::time::timeout(Duration::from_millis(300), impatient.lock("q")).await;
+    assert!(
+        gave_up.is_err(),
+        "the lock is held: the wait must still be pending"
+    );
+    // A wait in a task that is aborted once it is queued.
+    let aborted = client.lease(ttl).await.expect("lease");
+    let task = {
+        let aborted = aborted.clone();
+        tokio::spawn(async move { aborted.lock("q").await })
+    };
+    wait_for_queue(&client, "q", Some(holder.id()), 1).await;
+    task.abort();
+    // A campaign dropped while it waits (its lock is the election's).
+    let election = Election::new(&client, "q-election");
+    let incumbent = client.lease(ttl).await.expect("lease");
+    let _leading = election
+        .campaign(&incumbent, "one")
+        .await
+        .expect("campaign");
+    let candidate = client.lease(ttl).await.expect("lease");
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(300),
+        election.campaign(&candidate, "two"),
+    )
+    .await;
+    assert!(
+        dropped.is_err(),
+        "the election has a leader: the campaign must still wait"
+    );
+
+    wait_for_queue(&client, "q", Some(holder.id()), 0).await;
+    wait_for_queue(&client, &election.key(), Some(incumbent.id()), 0).await;
+    // Released, the lock is free for anyone: no abandoned waiter took it over.
+    held.unlock().await.expect("unlock");
+    wait_for_queue(&client, "q", None, 0).await;
+    let newcomer = client.lease(ttl).await.expect("lease");
+    assert!(newcomer.try_lock("q").await.expect("try_lock").is_some());
+    cluster.shutdown().await;
+}
+
+/// Issue 9, hole 3: a wait dropped after the lock was handed to it (the answer HELD was on its
+/// way) must release the lock, not keep it with no guard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_dropped_as_the_lock_arrives_releases_it() {
+    let cluster = TestCluster::start(3).await;
+    cluster.leader().await;
+    let client = cluster.client(&[1, 2, 3]).await;
+    let ttl = Duration::from_secs(30);
+    let holder = client.lease(ttl).await.expect("lease");
+    let waiter = client.lease(ttl).await.expect("lease");
+    for round in 0..5 {
+        let held = holder.lock("hand-over").await.expect("lock");
+        let task = {
+            let waiter = waiter.clone();
+            tokio::spawn(async move { waiter.lock("hand-over").await })
+        };
+        wait_for_queue(&client, "hand-over", Some(holder.id()), 1).await;
+        // Hand the lock over and abort the waiter at about the same moment, at a different
+        // offset each round.
+        let release = held.unlock();
+        tokio::time::sleep(Duration::from_millis(round * 2)).await;
+        task.abort();
+        release.await.expect("unlock");
+        // Whether the abort came before or after the hand-over, the lock ends up free.
+        wait_for_queue(&client, "hand-over", None, 0).await;
+    }
+    cluster.shutdown().await;
+}
+
+/// Issue 9, item 7: `lock_timeout(Duration::MAX)` panicked (`Instant + Duration` overflowed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_timeout_without_a_bound_waits_like_lock() {
+    let cluster = TestCluster::start(1).await;
+    cluster.leader().await;
+    let client = cluster.client(&[1]).await;
+    let lease = client.lease(Duration::from_secs(30)).await.expect("lease");
+    let guard = lease
+        .lock_timeout("free", Duration::MAX)
+        .await
+        .expect("lock_timeout")
+        .expect("a free lock is granted");
+    assert!(guard.is_held());
+    cluster.shutdown().await;
+}

@@ -10,7 +10,7 @@ use zaris_server::{MonotonicClock, Node};
 
 use crate::cluster::{config, eventually};
 
-async fn get(addr: std::net::SocketAddr, path: &str) -> String {
+pub async fn get(addr: std::net::SocketAddr, path: &str) -> String {
     let mut socket = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
     socket.write_all(request.as_bytes()).await.expect("write");
@@ -79,4 +79,50 @@ async fn metrics_health_and_readiness_are_served_over_http() {
         assert!(sample.starts_with("zaris_"), "unprefixed metric: {sample}");
     }
     node.shutdown().await;
+}
+
+/// Issue 9, item 5: a node whose Raft failed for good kept answering INTERNAL per request while
+/// `/health` said ok, and a client that cached it as the leader never moved on. Now `/health`
+/// fails, the node reports the failure to its owner (`zaris serve` exits non-zero), and clients
+/// rotate to members that work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_raft_failed_fails_its_health_check_and_clients_move_on() {
+    let cluster = crate::cluster::TestCluster::start_configured(3, |c| {
+        c.http_listen = Some("127.0.0.1:0".parse().expect("addr"));
+    })
+    .await;
+    let leader = cluster.leader().await;
+    let http = cluster.node(leader).http_addr.expect("http address");
+    assert!(get(http, "/health").await.starts_with("HTTP/1.1 200"));
+    // The failed member first, so the client's first attempt goes there.
+    let mut ids = vec![leader];
+    ids.extend(cluster.followers(leader));
+    let client = cluster.client(&ids).await;
+    client
+        .put("before", "v", PutOptions::default())
+        .await
+        .expect("put before");
+
+    // openraft's core stops (as it does on a storage I/O error): the node keeps serving gRPC.
+    cluster
+        .node(leader)
+        .raft()
+        .shutdown()
+        .await
+        .expect("stop raft");
+    let reason = tokio::time::timeout(Duration::from_secs(10), cluster.node(leader).failed())
+        .await
+        .expect("the node reports its failed Raft");
+    assert!(!reason.is_empty());
+    let health = get(http, "/health").await;
+    assert!(health.starts_with("HTTP/1.1 503"), "{health}");
+    assert!(health.contains("raft failed"), "{health}");
+    assert!(get(http, "/ready").await.starts_with("HTTP/1.1 503"));
+
+    // The client cached the failed member as leader; it must move on to the new leader.
+    client
+        .put("after", "v", PutOptions::default())
+        .await
+        .expect("a client rotates away from a failed member");
+    cluster.shutdown().await;
 }

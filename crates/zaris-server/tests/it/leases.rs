@@ -129,3 +129,57 @@ async fn a_renewed_lease_does_not_expire() {
     assert!(client.time_to_live(lease, false).await.expect("ttl").found);
     cluster.shutdown().await;
 }
+
+/// Issue 9, item 7: an Expire batch larger than the cluster's `max_batch_ids` was rejected on
+/// apply and proposed again forever, so those leases never expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_overdue_leases_than_the_batch_limit_all_expire() {
+    let cluster = TestCluster::start_configured(1, |c| c.limits.max_batch_ids = 2).await;
+    cluster.leader().await;
+    let client = cluster.client(&cluster.running()).await;
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        let lease = client
+            .grant(Duration::from_millis(MIN_TTL_MS))
+            .await
+            .expect("grant");
+        ids.push(lease.id);
+    }
+    let node = cluster.running()[0];
+    eventually("every lease to expire", Duration::from_secs(20), || async {
+        cluster
+            .node(node)
+            .state()
+            .read(|d| d.state.lease_count() == 0)
+            .then_some(())
+    })
+    .await;
+    cluster.shutdown().await;
+}
+
+/// Issue 9, hole 1: after an operator revoked a lock holder's lease, granting a lease with the
+/// same id let the old holder's keepalive renew the new lease, so it never noticed it lost the
+/// lock. Ids are never granted again, and the old owner's renewals find nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_lease_id_cannot_be_granted_again() {
+    let cluster = TestCluster::start(3).await;
+    cluster.leader().await;
+    let client = cluster.client(&cluster.running()).await;
+    let ttl = Duration::from_millis(5 * MIN_TTL_MS);
+    let lease = client.grant(ttl).await.expect("grant").id;
+    client.revoke(lease).await.expect("revoke");
+    assert_eq!(
+        client.grant_with_id(lease, ttl).await.expect("grant again"),
+        None,
+        "an ended lease's id must never be granted again"
+    );
+    let renewed = client.keep_alive_once([lease]).await.expect("renew");
+    assert_eq!(renewed.not_found, vec![lease]);
+    // A fresh id above every used one is fine.
+    let fresh = client
+        .grant_with_id(lease + 10, ttl)
+        .await
+        .expect("grant a fresh id");
+    assert_eq!(fresh.map(|g| g.id), Some(lease + 10));
+    cluster.shutdown().await;
+}

@@ -522,7 +522,10 @@ impl Cli {
                 Some(grant) => grant,
                 None => {
                     self.emit(&json!({ "id": id, "result": "id_in_use" }), String::new);
-                    bail!("lease id {id} is already in use");
+                    bail!(
+                        "lease id {id} is in use or was used before (lease ids are never reused); \
+                         choose a higher id, or let the server choose"
+                    );
                 }
             },
         };

@@ -1,0 +1,76 @@
+//! Whether this node's Raft still runs. openraft reports a failure it cannot recover from (a
+//! storage I/O error, a panic in its core) as a `Fatal` in its metrics; from then on every call
+//! fails. Such a node must not look healthy, or load balancers and clients that cached it as the
+//! leader keep sending it work: `/health` fails at once, and the node stops itself
+//! ([`NodeHandle::failed`](crate::NodeHandle::failed)), which `zaris serve` turns into a non-zero
+//! exit.
+
+use openraft::async_runtime::WatchReceiver;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use zaris_raft::Raft;
+
+/// The node's verdict on its own Raft: `None` while it runs, else why it failed.
+#[derive(Clone, Debug)]
+pub struct Health(watch::Receiver<Option<String>>);
+
+impl Health {
+    /// Why Raft failed, if it did.
+    pub fn failure(&self) -> Option<String> {
+        self.0.borrow().clone()
+    }
+
+    /// Resolves with the reason once Raft has failed.
+    pub async fn failed(&self) -> String {
+        let mut receiver = self.0.clone();
+        match receiver.wait_for(Option::is_some).await {
+            Ok(reason) => reason.clone().unwrap_or_default(),
+            // The watcher ended without a failure: the node is stopping; never resolve.
+            Err(_) => std::future::pending().await,
+        }
+    }
+}
+
+/// Starts watching `raft`; the returned [`Health`] turns failed on the first `Fatal` that is not
+/// the node's own shutdown.
+pub fn watch_raft(
+    raft: Raft,
+    node_id: u64,
+    shutdown: CancellationToken,
+) -> (Health, impl Future<Output = ()>) {
+    let (verdict, health) = watch::channel(None);
+    let task = async move {
+        let mut metrics = raft.metrics();
+        loop {
+            let failure = match &metrics.borrow_watched().running_state {
+                Ok(()) => None,
+                Err(fatal) => Some(fatal.to_string()),
+            };
+            if let Some(reason) = failure {
+                if shutdown.is_cancelled() {
+                    return;
+                }
+                tracing::error!(node_id, %reason, "Raft has failed; this node stops serving");
+                metrics::gauge!(crate::metrics::RAFT_FAILED).set(1.0);
+                let _ = verdict.send(Some(reason));
+                return;
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                changed = metrics.changed() => {
+                    if changed.is_err() {
+                        // The metrics sender is gone only when Raft stopped: look once more.
+                        if shutdown.is_cancelled() {
+                            return;
+                        }
+                        tracing::error!(node_id, "Raft stopped unexpectedly; this node stops serving");
+                        metrics::gauge!(crate::metrics::RAFT_FAILED).set(1.0);
+                        let _ = verdict.send(Some("raft stopped".to_owned()));
+                        return;
+                    }
+                }
+            }
+        }
+    };
+    (Health(health), task)
+}
