@@ -24,7 +24,7 @@ pub const HEARTBEAT_MS: u64 = 50;
 pub const MIN_TTL_MS: u64 = 1_000;
 /// The workloads' lease TTL.
 pub const LEASE_TTL_MS: u64 = 1_500;
-/// Slack for scheduling and apply lag in the timing checks.
+/// Slack for the revoke lag and scheduling in the bounded-late check (the early checks need none).
 pub const TIMING_MARGIN_MS: u64 = 250;
 /// Below this many `ok` operations per second the run proves nothing.
 pub const MIN_OK_PER_S: f64 = 5.0;
@@ -83,8 +83,6 @@ pub async fn run(config: &RunConfig) -> Result<RunOutcome> {
         };
         clock_rates.insert(node, rate);
     }
-    let max_rate = clock_rates.values().copied().fold(1.0f64, f64::max);
-    let min_rate = clock_rates.values().copied().fold(1.0f64, f64::min);
     let spec = Spec {
         nodes: config.nodes,
         zaris: config.zaris.clone(),
@@ -121,18 +119,14 @@ pub async fn run(config: &RunConfig) -> Result<RunOutcome> {
         check::well_formed(&history),
         check::min_rate(&history, duration_ns, MIN_OK_PER_S),
     ];
-    // A lessor clock running fast may expire that much early, and a slow one that much late:
-    // the contract's bounds hold "up to the clock-rate drift" (docs/semantics.md).
-    let ttl_ms = LEASE_TTL_MS as f64;
-    let early_slack_ms = (ttl_ms * (1.0 - 1.0 / max_rate)) as u64;
-    let late_slack_ms = (ttl_ms * (1.0 / min_rate - 1.0)) as u64;
+    let (early_margin_ms, late_margin_ms) = timing_margins_ms(&clock_rates);
     reports.extend(checks_for(
         config.workload,
         &history,
         &resources,
         healthy_after_ns,
-        TIMING_MARGIN_MS + early_slack_ms,
-        TIMING_MARGIN_MS + late_slack_ms,
+        early_margin_ms,
+        late_margin_ms,
     ));
     let mut node_logs = BTreeMap::new();
     let mut dump_errors = Vec::new();
@@ -253,6 +247,26 @@ async fn drive(
     ))
 }
 
+/// The timing checks' margins in ms, `(early, late)`, for lessor clocks running at `clock_rates`
+/// (empty without the `clock` fault); the contract's bounds hold "up to the clock-rate drift"
+/// (docs/semantics.md).
+/// - `early` (lease never-early, lock exclusion) has no scheduling slack: those rules compare when
+///   an observation *completed* with when a renewal was *invoked*. Only a fast lessor clock,
+///   rate `r > 1`, expires early: after `ttl / r` of real time, `ttl * (1 - 1/r)` early. A slow
+///   one only expires late.
+/// - `late` (lease bounded-late): [`TIMING_MARGIN_MS`] for the revoke lag and scheduling, plus
+///   `ttl * (1/r - 1)` for a slow clock.
+///
+/// Both are rounded up to the millisecond, so neither is below the drift.
+fn timing_margins_ms(clock_rates: &BTreeMap<u64, f64>) -> (u64, u64) {
+    let max_rate = clock_rates.values().copied().fold(1.0f64, f64::max);
+    let min_rate = clock_rates.values().copied().fold(1.0f64, f64::min);
+    let ttl_ms = LEASE_TTL_MS as f64;
+    let early_ms = LEASE_TTL_MS.saturating_sub((ttl_ms / max_rate).floor() as u64);
+    let late_drift_ms = ((ttl_ms / min_rate).ceil() as u64).saturating_sub(LEASE_TTL_MS);
+    (early_ms, TIMING_MARGIN_MS + late_drift_ms)
+}
+
 fn checks_for(
     workload: Workload,
     history: &History,
@@ -270,7 +284,8 @@ fn checks_for(
             history,
             &check::lease::LeaseParams {
                 election_timeout_ms: ELECTION_TIMEOUT_MS,
-                margin_ms: early_margin_ms.max(late_margin_ms),
+                early_margin_ms,
+                late_margin_ms,
                 healthy_after_ns: Some(healthy_after_ns),
             },
         )],
@@ -281,11 +296,145 @@ fn checks_for(
                 .collect();
             vec![check::lock::check(
                 history,
-                &check::lock::LockParams {
-                    margin_ms: early_margin_ms,
-                },
+                &check::lock::LockParams { early_margin_ms },
                 &logs,
             )]
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::testkit::{ok, ok_same};
+    use crate::history::Call;
+    use crate::workload::lock::LOCK;
+
+    const MS: u64 = 1_000_000;
+
+    fn grant(p: u64, lease: u64) -> crate::check::testkit::Spec {
+        ok(
+            p,
+            0,
+            MS,
+            Call::Grant {
+                lease: None,
+                ttl_ms: LEASE_TTL_MS,
+            },
+            Call::Grant {
+                lease: Some(lease),
+                ttl_ms: LEASE_TTL_MS,
+            },
+        )
+    }
+
+    /// The lease checks as `run` configures them, for one node's lessor clock at `rate` (`None`
+    /// = no clock fault), on a lease granted over [0, 1ms], its key put over [2ms, 3ms] and read
+    /// gone over [4ms, gone_ms].
+    fn lease_gone_at(rate: Option<f64>, gone_ms: u64) -> Verdict {
+        let rates: BTreeMap<u64, f64> = rate.map(|r| (1, r)).into_iter().collect();
+        let (early, late) = timing_margins_ms(&rates);
+        let keys = vec!["a".to_string()];
+        let h = crate::check::testkit::history(&[
+            grant(1, 5),
+            ok_same(
+                1,
+                2 * MS,
+                3 * MS,
+                Call::PutLeased {
+                    lease: 5,
+                    keys: keys.clone(),
+                },
+            ),
+            ok(
+                2,
+                4 * MS,
+                gone_ms * MS,
+                Call::GetLeased {
+                    lease: 5,
+                    keys: keys.clone(),
+                    present: None,
+                },
+                Call::GetLeased {
+                    lease: 5,
+                    keys,
+                    present: Some(vec![]),
+                },
+            ),
+        ]);
+        assert_eq!(check::well_formed(&h).verdict, Verdict::Pass);
+        let mut reports = checks_for(Workload::Lease, &h, &BTreeMap::new(), 0, early, late);
+        assert_eq!(reports.len(), 1);
+        reports.remove(0).verdict
+    }
+
+    /// Issue 9, item 8: never-early allows the clock-rate drift and nothing else. A lessor clock
+    /// at rate r > 1 legitimately expires at ttl / r of real time; one at r <= 1 never early.
+    #[test]
+    fn never_early_allows_exactly_the_clock_drift() {
+        // (clock rate, earliest legitimate disappearance in ms of a 1500 ms TTL)
+        let mut wrong = Vec::new();
+        for (rate, earliest_ms) in [(None, 1500), (Some(0.5), 1500), (Some(1.5), 1000)] {
+            let on_time = lease_gone_at(rate, earliest_ms);
+            if on_time != Verdict::Pass {
+                wrong.push(format!(
+                    "rate {rate:?}: gone at {earliest_ms}ms: {on_time:?}"
+                ));
+            }
+            let early = lease_gone_at(rate, earliest_ms - 1);
+            let caught = matches!(&early, Verdict::Fail(why)
+                if why.iter().any(|w| w.starts_with("[lease-never-early]")));
+            if !caught {
+                wrong.push(format!(
+                    "rate {rate:?}: gone at {}ms: {early:?}",
+                    earliest_ms - 1
+                ));
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+
+    /// Issue 9, item 10: with the margins `run` passes, the lock checks flag a hand-over that
+    /// completes before the holder's `t_send + ttl` (no clock fault: no drift to allow).
+    #[test]
+    fn the_lock_checks_flag_a_hand_over_before_t_send_plus_ttl() {
+        let (early, late) = timing_margins_ms(&BTreeMap::new());
+        let acquire = |p: u64, lease: u64, start: u64, end: u64, token: u64| {
+            ok(
+                p,
+                start,
+                end,
+                Call::Acquire {
+                    lock: LOCK.into(),
+                    lease,
+                    token: None,
+                },
+                Call::Acquire {
+                    lock: LOCK.into(),
+                    lease,
+                    token: Some(token),
+                },
+            )
+        };
+        let verdict = |handed_over_ms: u64| {
+            let h = crate::check::testkit::history(&[
+                grant(1, 1),
+                grant(2, 2),
+                acquire(1, 1, 2 * MS, 3 * MS, 10),
+                acquire(2, 2, 4 * MS, handed_over_ms * MS, 15),
+            ]);
+            assert_eq!(check::well_formed(&h).verdict, Verdict::Pass);
+            let mut reports = checks_for(Workload::Lock, &h, &BTreeMap::new(), 0, early, late);
+            assert_eq!(reports.len(), 1);
+            reports.remove(0).verdict
+        };
+        assert_eq!(verdict(LEASE_TTL_MS), Verdict::Pass);
+        match verdict(LEASE_TTL_MS - 1) {
+            Verdict::Fail(why) => assert!(
+                why.iter().any(|w| w.starts_with("[lock-exclusion]")),
+                "{why:?}"
+            ),
+            other => panic!("a hand-over 1ms early passed: {other:?}"),
         }
     }
 }

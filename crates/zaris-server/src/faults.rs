@@ -27,14 +27,29 @@ pub enum Bug {
     /// A Put on the leader answers OK (with revision last applied + 1) as soon as it is
     /// proposed, without waiting for the entry to commit.
     AckBeforeCommit,
+    /// Like `early-expiry`, but only 10% early: the lessor counts 0.9 × TTL.
+    SlightlyEarlyExpiry,
+    /// A newly elected leader promotes its lessor at once: it neither waits until it has applied
+    /// everything committed before its term nor extends any deadline by the election timeout.
+    NoPromotionExtension,
+    /// The leader answers a keepalive as soon as its Renew is proposed, before it commits (the
+    /// leases it renews are those the leader has live at that moment).
+    RenewAckBeforeCommit,
+    /// A Grant may ask for the id of a lease that ended (in the state machine, so every replica
+    /// agrees): the ended lease's old owner then renews whoever holds that id now.
+    LeaseIdReuse,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 4] = [
+    pub const ALL: [Bug; 8] = [
         Bug::StaleReads,
         Bug::LockIgnoresHolder,
         Bug::EarlyExpiry,
         Bug::AckBeforeCommit,
+        Bug::SlightlyEarlyExpiry,
+        Bug::NoPromotionExtension,
+        Bug::RenewAckBeforeCommit,
+        Bug::LeaseIdReuse,
     ];
 
     /// The name used on the command line (`--bug NAME`).
@@ -44,6 +59,10 @@ impl Bug {
             Bug::LockIgnoresHolder => "lock-ignores-holder",
             Bug::EarlyExpiry => "early-expiry",
             Bug::AckBeforeCommit => "ack-before-commit",
+            Bug::SlightlyEarlyExpiry => "slightly-early-expiry",
+            Bug::NoPromotionExtension => "no-promotion-extension",
+            Bug::RenewAckBeforeCommit => "renew-ack-before-commit",
+            Bug::LeaseIdReuse => "lease-id-reuse",
         }
     }
 }
@@ -129,16 +148,21 @@ impl FaultConfig {
     pub fn state_faults(&self) -> zaris_core::Faults {
         zaris_core::Faults {
             lock_ignores_holder: self.has(Bug::LockIgnoresHolder),
+            lease_id_reuse: self.has(Bug::LeaseIdReuse),
         }
     }
 
-    /// A lease's TTL as this node's lessor counts it: 0.7 × `ttl_ms` with `early-expiry`.
+    /// A lease's TTL as this node's lessor counts it: 0.7 × `ttl_ms` with `early-expiry`, 0.9 ×
+    /// with `slightly-early-expiry`.
     pub fn lessor_ttl_ms(&self, ttl_ms: u64) -> u64 {
-        if self.has(Bug::EarlyExpiry) {
-            ttl_ms / 10 * 7 + ttl_ms % 10 * 7 / 10
+        let tenths = if self.has(Bug::EarlyExpiry) {
+            7
+        } else if self.has(Bug::SlightlyEarlyExpiry) {
+            9
         } else {
-            ttl_ms
-        }
+            return ttl_ms;
+        };
+        ttl_ms / 10 * tenths + ttl_ms % 10 * tenths / 10
     }
 }
 
@@ -173,6 +197,11 @@ mod tests {
         assert_eq!(faults.lessor_ttl_ms(10_000), 7_000);
         assert_eq!(faults.lessor_ttl_ms(1_005), 703);
         assert_eq!(faults.lessor_ttl_ms(u64::MAX), u64::MAX / 10 * 7 + 3);
+        let slightly = FaultConfig {
+            bugs: BTreeSet::from([Bug::SlightlyEarlyExpiry]),
+            ..FaultConfig::default()
+        };
+        assert_eq!(slightly.lessor_ttl_ms(1_500), 1_350);
     }
 
     #[test]

@@ -28,6 +28,9 @@ pub struct ExpiryLoop {
     pub state: StateHandle,
     /// This node's configured limits: proposed as the cluster's if none are set yet.
     pub limits: Limits,
+    /// `no-promotion-extension` promotes at once, with no extension.
+    #[cfg(feature = "fault-injection")]
+    pub faults: Arc<crate::faults::FaultConfig>,
 }
 
 impl ExpiryLoop {
@@ -70,14 +73,23 @@ impl ExpiryLoop {
                 continue;
             }
             if promoted_term != Some(term) {
+                #[cfg(feature = "fault-injection")]
+                let careless = self.faults.has(crate::faults::Bug::NoPromotionExtension);
+                #[cfg(not(feature = "fault-injection"))]
+                let careless = false;
                 // Expire nothing until this leader has applied everything committed before its
                 // term (its first entry of the term is applied): then promote.
-                if let Err(status) = self.proposer.linearizable().await {
+                if !careless && let Err(status) = self.proposer.linearizable().await {
                     debug!(node_id = self.node_id, term, %status, "not yet ready to promote the lessor");
                     continue;
                 }
                 let now_ms = self.clock.now_ms_rounded_up();
-                self.lessor().promote(now_ms, self.election_timeout_ms);
+                let extend_ms = if careless {
+                    0
+                } else {
+                    self.election_timeout_ms
+                };
+                self.lessor().promote(now_ms, extend_ms);
                 promoted_term = Some(term);
                 info!(
                     node_id = self.node_id,

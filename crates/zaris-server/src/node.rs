@@ -171,6 +171,12 @@ impl Node {
             &tracker,
             shutdown.clone(),
         );
+        #[cfg(feature = "fault-injection")]
+        let renewals = if config.faults.has(crate::faults::Bug::RenewAckBeforeCommit) {
+            renewals.with_early_ack(proposer.clone(), state.clone(), tracker.clone())
+        } else {
+            renewals
+        };
         let context = NodeContext {
             node_id,
             proposer: proposer.clone(),
@@ -251,6 +257,8 @@ impl Node {
                 expire_batch: config.expire_batch,
                 state: state.clone(),
                 limits: config.limits.clone(),
+                #[cfg(feature = "fault-injection")]
+                faults: Arc::new(config.faults.clone()),
             }
             .run(shutdown.clone()),
         );

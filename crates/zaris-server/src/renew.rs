@@ -33,6 +33,9 @@ struct Pending {
 #[derive(Clone, Debug)]
 pub struct RenewBatcher {
     tx: mpsc::Sender<Pending>,
+    /// `renew-ack-before-commit` answers before the Renew commits.
+    #[cfg(feature = "fault-injection")]
+    early_ack: Option<(Proposer, StateHandle, TaskTracker)>,
 }
 
 /// Keepalive requests that may wait for a batch.
@@ -56,11 +59,31 @@ impl RenewBatcher {
             batcher_tracker,
             shutdown,
         ));
-        RenewBatcher { tx }
+        RenewBatcher {
+            tx,
+            #[cfg(feature = "fault-injection")]
+            early_ack: None,
+        }
+    }
+
+    /// Switches on the `renew-ack-before-commit` bug (fault-injection builds only).
+    #[cfg(feature = "fault-injection")]
+    pub fn with_early_ack(
+        mut self,
+        proposer: Proposer,
+        state: StateHandle,
+        tracker: TaskTracker,
+    ) -> Self {
+        self.early_ack = Some((proposer, state, tracker));
+        self
     }
 
     /// Renews `ids` (already validated: non-empty, within the batch limit) in the next batch.
     pub async fn renew(&self, ids: Vec<LeaseId>) -> Result<Renewal, Status> {
+        #[cfg(feature = "fault-injection")]
+        if let Some(early) = self.ack_early(&ids) {
+            return early;
+        }
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Pending { ids, reply })
@@ -68,6 +91,43 @@ impl RenewBatcher {
             .map_err(|_| errors::shutting_down(false))?;
         // The batch may have been proposed before the node stopped.
         rx.await.map_err(|_| errors::shutting_down(true))?
+    }
+}
+
+impl RenewBatcher {
+    /// The `renew-ack-before-commit` bug: on the node that believes it leads, answer from the
+    /// leases live now and propose the Renew in the background, whatever becomes of it.
+    #[cfg(feature = "fault-injection")]
+    fn ack_early(&self, ids: &[LeaseId]) -> Option<Result<Renewal, Status>> {
+        let (proposer, state, tracker) = self.early_ack.as_ref()?;
+        if !proposer.is_raft_leader() {
+            return None;
+        }
+        let (revision, outcome) = state.read(|d| {
+            let mut renewed = Vec::new();
+            let mut not_found = Vec::new();
+            for id in ids {
+                match d.state.lease(*id, false) {
+                    Some(lease) => renewed.push((*id, lease.ttl_ms)),
+                    None => not_found.push(*id),
+                }
+            }
+            (
+                d.state.last_applied(),
+                zaris_core::Outcome::Renewed { renewed, not_found },
+            )
+        });
+        let proposer = proposer.clone();
+        let command = Command::Renew { ids: ids.to_vec() };
+        tracker.spawn(async move {
+            let _ = proposer.propose(Request::new(command)).await;
+        });
+        Some(
+            Renewals::from_response(&Ok(outcome)).map(|renewals| Renewal {
+                revision,
+                renewals: Arc::new(renewals),
+            }),
+        )
     }
 }
 

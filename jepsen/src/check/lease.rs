@@ -22,11 +22,16 @@ use crate::history::{Call, History, Kind, Pair};
 pub struct LeaseParams {
     /// The maximum of the election-timeout range: each leader change may delay expiry this much.
     pub election_timeout_ms: u64,
-    /// Tolerance for the timing rules: never-early reports only disappearances more than this
-    /// before `t_send + ttl` (lessor clock-rate drift), bounded-late only sightings more than
-    /// this after `ttl + election_timeout` (the revoke lag: token bucket, `retry_after_ms`, apply
-    /// delay, drift) — plus scheduling noise of the harness in both.
-    pub margin_ms: u64,
+    /// Never-early reports an observation that saw the lease gone and *completed* before
+    /// `t_send + ttl - early_margin`. It needs no slack for scheduling or apply lag: what the
+    /// observation saw had happened by its completion, and nothing applies before `t_send`. Only
+    /// lessor clock-rate drift belongs here: a lessor clock at rate `r > 1` expires after
+    /// `ttl / r` of real time, i.e. `ttl * (1 - 1/r)` early; at `r <= 1` nothing is early (0).
+    pub early_margin_ms: u64,
+    /// Bounded-late reports sightings more than this after `ttl + election_timeout`: the revoke
+    /// lag (token bucket, `retry_after_ms`, apply delay), the harness's scheduling noise, and
+    /// for a slow lessor clock (`r < 1`) its drift `ttl * (1/r - 1)`.
+    pub late_margin_ms: u64,
     /// From this time on no fault was active (set by the runner after healing); `None` if the
     /// cluster never was healthy, and bounded-late cannot be judged.
     pub healthy_after_ns: Option<u64>,
@@ -48,9 +53,12 @@ pub fn check_leases(history: &History, params: &LeaseParams) -> Vec<CheckReport>
     ]
 }
 
-/// A lease is not seen gone before `t_send + ttl - margin` of a renewal acknowledged before the
-/// observation was invoked, unless it may have been revoked. A renewal that found the lease and
-/// was merely concurrent with the observation bounds it as well (see `never_early_in`).
+/// No observation that saw a lease gone *completed* before `t_send + ttl - early_margin`, where
+/// `t_send` is the invoke of a renewal (the grant or a `Renew ok` that found the lease)
+/// acknowledged before the observation was invoked, unless a revoke that may have applied (`ok`,
+/// `info`, never completed) was invoked before the observation completed. A renewal that found
+/// the lease and was merely concurrent with the observation bounds it as well (see
+/// `never_early_in`).
 pub fn never_early(history: &History, params: &LeaseParams) -> CheckReport {
     never_early_in(&Index::new(history), params)
 }
@@ -66,7 +74,8 @@ pub fn together(history: &History) -> CheckReport {
 }
 
 /// With a healthy cluster, a lease not renewed after its last renewal invoke `L` is gone by
-/// `max(L, healthy_after) + ttl + election_timeout + margin`: nothing invoked later sees it alive.
+/// `max(L, healthy_after) + ttl + election_timeout + late_margin`: nothing invoked later sees it
+/// alive.
 pub fn bounded_late(history: &History, params: &LeaseParams) -> CheckReport {
     bounded_late_in(&Index::new(history), params)
 }
@@ -271,7 +280,7 @@ fn report(name: &'static str, violations: Vec<String>) -> CheckReport {
 }
 
 fn never_early_in(index: &Index<'_>, params: &LeaseParams) -> CheckReport {
-    let margin = ms_to_ns(params.margin_ms);
+    let margin = ms_to_ns(params.early_margin_ms);
     let mut violations = Vec::new();
     for lease in index.leases.values() {
         for seen in &lease.gone {
@@ -288,6 +297,8 @@ fn never_early_in(index: &Index<'_>, params: &LeaseParams) -> CheckReport {
             let Some((from, acked, renewal)) = lease.latest_renewal_invoked_before(seen_at) else {
                 continue;
             };
+            // The observation's completion, not its invoke: it may have read just before
+            // completing. Its invoke would excuse a read that took long to come back.
             let until = from.saturating_add(lease.ttl_ns);
             if seen_at.saturating_add(margin) >= until || lease.revoked_before(seen_at).is_some() {
                 continue;
@@ -299,7 +310,7 @@ fn never_early_in(index: &Index<'_>, params: &LeaseParams) -> CheckReport {
             };
             violations.push(format!(
                 "lease {}: {} saw it gone by {}, before {} = renewal #{} invoked at {} + ttl {} \
-                 ({order})",
+                 (less the early margin {}; {order})",
                 lease.id,
                 describe(seen),
                 fmt_ns(seen_at),
@@ -307,6 +318,7 @@ fn never_early_in(index: &Index<'_>, params: &LeaseParams) -> CheckReport {
                 renewal.invoke.index,
                 fmt_ns(from),
                 fmt_ns(lease.ttl_ns),
+                fmt_ns(margin),
             ));
         }
     }
@@ -367,7 +379,8 @@ fn bounded_late_in(index: &Index<'_>, params: &LeaseParams) -> CheckReport {
             verdict: Verdict::Unknown("the cluster was never healthy: no bound applies".into()),
         };
     };
-    let slack = ms_to_ns(params.election_timeout_ms).saturating_add(ms_to_ns(params.margin_ms));
+    let slack =
+        ms_to_ns(params.election_timeout_ms).saturating_add(ms_to_ns(params.late_margin_ms));
     let mut violations = Vec::new();
     for lease in index.leases.values() {
         let bound = lease
@@ -379,7 +392,7 @@ fn bounded_late_in(index: &Index<'_>, params: &LeaseParams) -> CheckReport {
             if alive.invoke_ns() > bound {
                 violations.push(format!(
                     "lease {} (granted by #{}, last renew invoked at {}): {} saw it alive after \
-                     {} = max(last renew, healthy at {}) + ttl {} + election timeout + margin",
+                     {} = max(last renew, healthy at {}) + ttl {} + election timeout + late margin",
                     lease.id,
                     lease.grant.invoke.index,
                     fmt_ns(lease.last_renew_invoke_ns),
@@ -402,9 +415,11 @@ mod tests {
     const MS: u64 = 1_000_000;
     const TTL_MS: u64 = 2000;
 
+    /// No clock drift: never-early is exact; bounded-late allows 200ms of revoke lag.
     const PARAMS: LeaseParams = LeaseParams {
         election_timeout_ms: 300,
-        margin_ms: 200,
+        early_margin_ms: 0,
+        late_margin_ms: 200,
         healthy_after_ns: Some(0),
     };
 
@@ -522,8 +537,82 @@ mod tests {
             "lease-never-early",
             "lease 5",
         );
-        // Within the margin (200ms) of the deadline (2000ms): drift, not a violation.
-        assert_all_pass(&run(vec![get(2, 1000 * MS, 1850 * MS, &[])]));
+        // 150ms before the deadline (2000ms) is early too, unless a fast lessor clock allows
+        // that much drift (an early margin of 200ms).
+        assert_only_fails(
+            &run(vec![get(2, 1000 * MS, 1850 * MS, &[])]),
+            "lease-never-early",
+            "lease 5",
+        );
+        let mut specs = base();
+        specs.push(get(2, 1000 * MS, 1850 * MS, &[]));
+        let drift = LeaseParams {
+            early_margin_ms: 200,
+            ..PARAMS
+        };
+        assert!(never_early(&history(&specs), &drift).verdict.is_pass());
+    }
+
+    /// Issue 9, item 8: never-early gets the early margin and bounded-late the late one, not the
+    /// larger of the two (which, for a slow lessor clock, exceeded the TTL and made never-early
+    /// vacuous).
+    #[test]
+    fn the_early_and_late_margins_each_bound_their_own_rule() {
+        let params = LeaseParams {
+            early_margin_ms: 100,
+            late_margin_ms: 2500,
+            ..PARAMS
+        };
+        let verdicts = |extra: Vec<Spec>| -> BTreeMap<&'static str, Verdict> {
+            let mut specs = base();
+            specs.extend(extra);
+            check_leases(&history(&specs), &params)
+                .into_iter()
+                .map(|r| (r.name, r.verdict))
+                .collect()
+        };
+        // Never-early: 2000 - 100 = 1900ms.
+        assert_all_pass(&verdicts(vec![get(2, 1000 * MS, 1900 * MS, &[])]));
+        assert_only_fails(
+            &verdicts(vec![get(2, 1000 * MS, 1900 * MS - 1, &[])]),
+            "lease-never-early",
+            "before 2000.000000ms",
+        );
+        // Bounded-late: 2000 + 300 + 2500 = 4800ms.
+        assert_all_pass(&verdicts(vec![get(2, 4800 * MS, 4801 * MS, &["a", "b"])]));
+        assert_only_fails(
+            &verdicts(vec![get(2, 4801 * MS, 4802 * MS, &["a", "b"])]),
+            "lease-bounded-late",
+            "after 4800.000000ms",
+        );
+    }
+
+    /// Issue 9, item 8: never-early compares the *completion* of the observation with the
+    /// invoke of the renewal: the observation saw the lease gone after it ended, so no
+    /// scheduling slack is needed. Without clock drift the bound is exact.
+    #[test]
+    fn never_early_compares_the_observations_completion_with_t_send_plus_ttl() {
+        // Invoked long before the deadline (2000ms), completed at it: it may have read late.
+        assert_all_pass(&run(vec![get(2, 1000 * MS, 2000 * MS, &[])]));
+        // Completed a nanosecond before it: the lease was gone before t_send + ttl.
+        assert_only_fails(
+            &run(vec![get(2, 1999 * MS, 2000 * MS - 1, &[])]),
+            "lease-never-early",
+            "before 2000.000000ms",
+        );
+        // The same for a renewal sent at 1000ms and acknowledged only at 1900ms.
+        assert_only_fails(
+            &run(vec![
+                renew(1, 1000 * MS, 1900 * MS, true),
+                renew(1, 2990 * MS, 2999 * MS, false),
+            ]),
+            "lease-never-early",
+            "before 3000.000000ms",
+        );
+        assert_all_pass(&run(vec![
+            renew(1, 1000 * MS, 1900 * MS, true),
+            renew(1, 2990 * MS, 3000 * MS, false),
+        ]));
     }
 
     #[test]

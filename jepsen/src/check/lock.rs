@@ -10,9 +10,12 @@
 //!   smaller token (different holdings of the same lock).
 //! - **fenced resource**: the resource's log never accepts a token below one it accepted before,
 //!   and an accepted `FencedWrite` has a token no lower than any accepted before its invoke.
-//! - **exclusion**: a later holder's acquisition completes no earlier than
-//!   `t_send + ttl - margin` of the earlier holder's last acknowledged renewal, unless the earlier
-//!   holder released the lock or its lease was revoked first.
+//! - **exclusion**: a holder's lease, and so its hold on the lock, is guaranteed until
+//!   `t_send + ttl - early_margin`, `t_send` being the invoke of its last renewal (the grant or a
+//!   `Renew ok` that found it) acknowledged before the later holder's acquisition completed. No
+//!   later holding (higher token) completes its acquisition before then, unless a release of the
+//!   holding or a revoke of its lease that may have applied (`ok`, `info`, never completed; not
+//!   `fail`) was invoked before that completion.
 //! - **guarded puts**: the store refuses a guard whose token is below that of an acquisition
 //!   completed before the put was invoked.
 
@@ -24,9 +27,11 @@ use crate::history::{Call, History, Kind, Pair};
 /// Parameters of the lock checks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LockParams {
-    /// What a holder subtracts from `t_send + ttl` before it stops acting as the holder (clock
-    /// drift and the time it needs to act), as the client's `LockGuard::is_held` does.
-    pub margin_ms: u64,
+    /// How much earlier than `t_send + ttl` a lease may end and pass on its locks: lessor
+    /// clock-rate drift only, `ttl * (1 - 1/r)` for a lessor clock at rate `r > 1`, else 0. No
+    /// scheduling slack: the rule compares the later acquisition's *completion* (the hand-over had
+    /// applied by then) with the renewal's *invoke* (nothing applied it earlier).
+    pub early_margin_ms: u64,
 }
 
 /// A fenced resource's log: `(time_ns, token, accepted)` per write it received, in the order it
@@ -68,7 +73,8 @@ pub fn tokens_increase(history: &History) -> CheckReport {
     tokens_increase_in(&Index::new(history))
 }
 
-/// Holders of a lock do not overlap while the earlier one may still believe it holds it.
+/// No lock passes to a later holder while the earlier holder's lease is guaranteed to live and
+/// no release or revoke of it may have applied (see the module doc).
 pub fn exclusion(history: &History, params: &LockParams) -> CheckReport {
     exclusion_in(&Index::new(history), params)
 }
@@ -189,7 +195,7 @@ struct LeaseView {
     ttl_ns: Option<u64>,
     /// `(invoke, completion)` of the `Grant ok` and each `Renew ok` with `found = true`.
     renewals: Vec<(u64, u64)>,
-    /// Invokes of every revoke, whatever the outcome.
+    /// Invokes of the revokes that may have applied (`ok`, `info`, never completed).
     revoke_invokes: Vec<u64>,
 }
 
@@ -198,7 +204,8 @@ struct Index<'a> {
     /// Per lock, its `Acquire ok`s sorted by completion.
     acquired: BTreeMap<&'a str, Vec<Acquired<'a>>>,
     leases: BTreeMap<u64, LeaseView>,
-    /// Per (lock, lease, token): invokes of its releases, whatever the outcome.
+    /// Per (lock, lease, token): invokes of its releases that may have applied (`ok`, `info`,
+    /// never completed). A `fail`ed one certainly did not.
     releases: BTreeMap<(&'a str, u64, u64), Vec<u64>>,
     /// Per lock, `GuardedPut ok`s.
     guarded: BTreeMap<&'a str, Vec<(u64, Pair<'a>)>>,
@@ -214,6 +221,7 @@ impl<'a> Index<'a> {
         };
         for pair in history.pairs() {
             let ok = pair.is_ok();
+            let may_have_applied = pair.outcome() != Kind::Fail;
             let completed = pair.completion_ns().unwrap_or(u64::MAX);
             match pair.call() {
                 Call::Acquire {
@@ -242,11 +250,11 @@ impl<'a> Index<'a> {
                     let view = index.leases.entry(*lease).or_default();
                     view.renewals.push((pair.invoke_ns(), completed));
                 }
-                Call::Revoke { lease } => {
+                Call::Revoke { lease } if may_have_applied => {
                     let view = index.leases.entry(*lease).or_default();
                     view.revoke_invokes.push(pair.invoke_ns());
                 }
-                Call::Release { lock, lease, token } => index
+                Call::Release { lock, lease, token } if may_have_applied => index
                     .releases
                     .entry((lock.as_str(), *lease, *token))
                     .or_default()
@@ -350,7 +358,7 @@ fn tokens_increase_in(index: &Index<'_>) -> CheckReport {
 }
 
 fn exclusion_in(index: &Index<'_>, params: &LockParams) -> CheckReport {
-    let margin = ms_to_ns(params.margin_ms);
+    let early_margin = ms_to_ns(params.early_margin_ms);
     let mut violations = Vec::new();
     let mut undecided = BTreeSet::new();
     for lock in index.acquired.keys() {
@@ -364,18 +372,20 @@ fn exclusion_in(index: &Index<'_>, params: &LockParams) -> CheckReport {
                 undecided.insert(h.lease);
                 continue;
             };
-            // The holder stops believing it holds the lock at the latest by this, whatever
-            // renewals it had acknowledged; later acquisitions cannot overlap.
-            let Some(latest_belief) = lease
+            // The lease lives until `t_send + ttl` of each acknowledged renewal (the grant
+            // included), up to the drift: this is the furthest any of them can reach.
+            let guaranteed_until =
+                |sent: u64| sent.saturating_add(ttl).saturating_sub(early_margin);
+            let Some(furthest) = lease
                 .renewals
                 .iter()
-                .map(|(invoked, _)| invoked.saturating_add(ttl).saturating_sub(margin))
+                .map(|(invoked, _)| guaranteed_until(*invoked))
                 .max()
             else {
                 continue;
             };
-            // The holding ended for sure (as far as the holder knows) once it released or its
-            // lease was revoked, whatever the outcome.
+            // From its invoke on, a release of this holding or a revoke of its lease may have
+            // ended the holding, unless it certainly failed (those are not indexed).
             let ended = index
                 .releases
                 .get(&(*lock, h.lease, h.token))
@@ -389,12 +399,14 @@ fn exclusion_in(index: &Index<'_>, params: &LockParams) -> CheckReport {
             let from = holdings.partition_point(|o| o.first.completed <= h.first_invoked);
             for next in &holdings[from..] {
                 let at = next.first.completed;
-                if at >= latest_belief || ended < at {
+                if at >= furthest || ended < at {
                     break;
                 }
+                // A lower token was acquired before this holding: not a hand-over from it.
                 if next.token <= h.token {
                     continue;
                 }
+                // `t_send`: the invoke of the last renewal acknowledged before the hand-over was.
                 let Some(sent) = lease
                     .renewals
                     .iter()
@@ -404,22 +416,23 @@ fn exclusion_in(index: &Index<'_>, params: &LockParams) -> CheckReport {
                 else {
                     continue;
                 };
-                let believed_until = sent.saturating_add(ttl).saturating_sub(margin);
-                if at < believed_until {
+                let until = guaranteed_until(sent);
+                if at < until {
                     violations.push(format!(
                         "lock {lock:?}: {} took it over with token {} at {}, but holder lease {} \
-                         (token {}, acquired by #{}) could still believe it held the lock until \
-                         {} = renewal sent at {} + ttl {} - margin {}",
+                         (token {}, acquired by #{}) was guaranteed until {} = renewal sent at {} \
+                         + ttl {} - early margin {}, and no release or revoke that may have \
+                         applied was invoked before",
                         describe(&next.first.pair),
                         next.token,
                         fmt_ns(at),
                         h.lease,
                         h.token,
                         h.first.pair.invoke.index,
-                        fmt_ns(believed_until),
+                        fmt_ns(until),
                         fmt_ns(sent),
                         fmt_ns(ttl),
-                        fmt_ns(margin),
+                        fmt_ns(early_margin),
                     ));
                     break;
                 }
@@ -477,7 +490,8 @@ mod tests {
 
     const MS: u64 = 1_000_000;
     const TTL_MS: u64 = 2000;
-    const PARAMS: LockParams = LockParams { margin_ms: 100 };
+    /// No clock drift: a lease is guaranteed exactly until `t_send + ttl`.
+    const PARAMS: LockParams = LockParams { early_margin_ms: 0 };
 
     fn grant(p: u64, lease: u64, at: u64) -> Spec {
         ok(
@@ -699,23 +713,25 @@ mod tests {
 
     #[test]
     fn a_takeover_while_the_holder_may_still_hold_breaks_exclusion() {
-        // Lease 1 was sent at 0 and renewed at 1000ms: its holder may act until 2900ms.
-        assert_only_fails(
-            &run(
-                vec![
-                    renew(1, 1, 1000 * MS, 1001 * MS),
-                    acquire(2, 2, 2500 * MS, 2800 * MS, 15),
-                ],
-                &[],
-            ),
-            "lock-exclusion",
-            "could still believe it held the lock until 2900.000000ms",
-        );
-        // After that, a takeover is fine.
+        // Lease 1 was granted at 0 and renewed at 1000ms: it lives until 3000ms.
+        for handed_over in [2800 * MS, 2950 * MS] {
+            assert_only_fails(
+                &run(
+                    vec![
+                        renew(1, 1, 1000 * MS, 1001 * MS),
+                        acquire(2, 2, 2500 * MS, handed_over, 15),
+                    ],
+                    &[],
+                ),
+                "lock-exclusion",
+                "was guaranteed until 3000.000000ms",
+            );
+        }
+        // From then on, a takeover is fine.
         assert_all_pass(&run(
             vec![
                 renew(1, 1, 1000 * MS, 1001 * MS),
-                acquire(2, 2, 2500 * MS, 2950 * MS, 15),
+                acquire(2, 2, 2500 * MS, 3000 * MS, 15),
             ],
             &[],
         ));
@@ -731,10 +747,14 @@ mod tests {
 
     #[test]
     fn a_release_or_revoke_allows_an_early_takeover() {
+        // Any that may have applied: ok, info, or never completed.
         for end in [
             ok_same(1, 100 * MS, 101 * MS, release(1, 10)),
+            info(1, 100 * MS, 101 * MS, release(1, 10)),
+            pending(3, 100 * MS, release(1, 10)),
+            ok_same(1, 100 * MS, 101 * MS, Call::Revoke { lease: 1 }),
             info(1, 100 * MS, 101 * MS, Call::Revoke { lease: 1 }),
-            fail(1, 100 * MS, 101 * MS, release(1, 10)),
+            pending(3, 100 * MS, Call::Revoke { lease: 1 }),
         ] {
             assert_all_pass(&run(vec![end, acquire(2, 2, 150 * MS, 200 * MS, 15)], &[]));
         }
@@ -749,6 +769,76 @@ mod tests {
             ),
             "lock-exclusion",
             "holder lease 1",
+        );
+    }
+
+    /// Issue 9, item 10 (a): a release or revoke that definitely did not happen (`fail`) ended
+    /// nothing, so it excuses no early hand-over.
+    #[test]
+    fn a_failed_release_or_revoke_does_not_excuse_an_early_hand_over() {
+        for end in [
+            fail(1, 100 * MS, 101 * MS, release(1, 10)),
+            fail(1, 100 * MS, 101 * MS, Call::Revoke { lease: 1 }),
+        ] {
+            assert_only_fails(
+                &run(vec![end, acquire(2, 2, 150 * MS, 200 * MS, 15)], &[]),
+                "lock-exclusion",
+                "holder lease 1",
+            );
+        }
+    }
+
+    /// Issue 9, item 10 (b): a holder's lease, and so its lock, is guaranteed until `t_send +
+    /// ttl`, `t_send` being the invoke of its last renewal (or grant) acknowledged before the
+    /// hand-over completed, however late the ack or the acquisition came.
+    #[test]
+    fn the_exclusion_window_runs_from_the_last_acknowledged_renewals_invoke() {
+        let check = |specs: Vec<Spec>| -> BTreeMap<&'static str, Verdict> {
+            check_locks(&history(&specs), &PARAMS, &logs(&[]))
+                .into_iter()
+                .map(|r| (r.name, r.verdict))
+                .collect()
+        };
+        // Sent at 1000ms, acknowledged only at 1800ms: the lease lasts until 3000ms.
+        let slow_ack = |handed_over: u64| {
+            let mut specs = base();
+            specs.push(renew(1, 1, 1000 * MS, 1800 * MS));
+            specs.push(acquire(2, 2, 1900 * MS, handed_over, 15));
+            check(specs)
+        };
+        assert_only_fails(
+            &slow_ack(3000 * MS - 1),
+            "lock-exclusion",
+            "until 3000.000000ms",
+        );
+        assert_all_pass(&slow_ack(3000 * MS));
+        // A renewal sent before the holder even queued for the lock counts too (500ms + ttl).
+        let renewed_first = |handed_over: u64| {
+            check(vec![
+                grant(1, 1, 0),
+                grant(2, 2, 0),
+                renew(1, 1, 500 * MS, 501 * MS),
+                acquire(1, 1, 1000 * MS, 1800 * MS, 10),
+                acquire(2, 2, 1900 * MS, handed_over, 15),
+            ])
+        };
+        assert_only_fails(
+            &renewed_first(2500 * MS - 1),
+            "lock-exclusion",
+            "until 2500.000000ms",
+        );
+        assert_all_pass(&renewed_first(2500 * MS));
+        // A higher token applied after the holder's acquisition, even if the holder heard of it
+        // only later: the window opens when the holder's acquisition was invoked.
+        assert_only_fails(
+            &check(vec![
+                grant(1, 1, 0),
+                grant(2, 2, 0),
+                acquire(1, 1, 2 * MS, 1000 * MS, 10),
+                acquire(2, 2, 100 * MS, 500 * MS, 15),
+            ]),
+            "lock-exclusion",
+            "until 2000.000000ms",
         );
     }
 
