@@ -126,6 +126,9 @@ struct Inner {
     keepalive_seq: AtomicU64,
     /// First non-zero cluster id seen in a response; 0 until then.
     cluster_id: AtomicU64,
+    /// The highest revision seen in any response header: committed, so a request sent after
+    /// seeing it cannot apply at or below it ([`RequestId::seen_revision`]).
+    seen_revision: AtomicU64,
     /// The background keepalive task of this client's [`Lease`](crate::Lease) handles.
     keepalive: Slot,
 }
@@ -212,6 +215,52 @@ pub(crate) fn disposition(err: &RpcError) -> Disposition {
     }
 }
 
+/// For a REQUEST_ID_FORGOTTEN that says nothing was applied: the revision the table has
+/// forgotten through.
+fn forgotten(err: &RpcError) -> Option<u64> {
+    let detail = err.detail()?;
+    (ErrorCode::try_from(detail.code) == Ok(ErrorCode::RequestIdForgotten)
+        && detail.applied_revision == 0)
+        .then_some(detail.compact_revision)
+}
+
+/// Requests whose [`RequestId`] the retry loop may re-date (see [`Client::call`]).
+pub(crate) trait Reissue {
+    /// Marks the request as issued after `revision`; false if it carries no request id or
+    /// already was.
+    fn reissue(&mut self, revision: u64) -> bool;
+}
+
+macro_rules! reissue {
+    (with_id: $($with:ty),* ; without: $($without:ty),* $(,)?) => {
+        $(impl Reissue for $with {
+            fn reissue(&mut self, revision: u64) -> bool {
+                match self.request_id.as_mut() {
+                    Some(id) if id.seen_revision < revision => {
+                        id.seen_revision = revision;
+                        true
+                    }
+                    _ => false,
+                }
+            }
+        })*
+        $(impl Reissue for $without {
+            fn reissue(&mut self, _: u64) -> bool {
+                false
+            }
+        })*
+    };
+}
+
+reissue!(
+    with_id: pb::PutRequest, pb::DeleteRangeRequest, pb::TxnRequest, pb::LeaseGrantRequest,
+        pb::LeaseRevokeRequest, pb::UnlockRequest;
+    without: pb::RangeRequest, pb::LeaseKeepAliveRequest, pb::LeaseTimeToLiveRequest,
+        pb::LeaseListRequest, pb::LockRequest, pb::LockStatusRequest, pb::StatusRequest,
+        pb::MemberListRequest, pb::MemberAddRequest, pb::MemberPromoteRequest,
+        pb::MemberRemoveRequest,
+);
+
 /// Response messages whose header the client checks (cluster id).
 pub(crate) trait HasHeader {
     fn header(&self) -> Option<&ResponseHeader>;
@@ -279,6 +328,7 @@ impl Client {
                 request_seq: AtomicU64::new(0),
                 keepalive_seq: AtomicU64::new(0),
                 cluster_id: AtomicU64::new(0),
+                seen_revision: AtomicU64::new(0),
                 keepalive: Slot::default(),
             }),
         })
@@ -305,12 +355,25 @@ impl Client {
         self.inner.client_id
     }
 
-    /// A fresh request id for one logical write; reuse it for every retry of that write.
+    /// A fresh request id for one logical write; reuse it for every retry of that write. It is
+    /// issued after the highest revision this client has seen.
     pub fn next_request_id(&self) -> RequestId {
         RequestId {
             client_id: self.inner.client_id,
             seq: self.inner.request_seq.fetch_add(1, Ordering::Relaxed) + 1,
+            seen_revision: self.seen_revision(),
         }
+    }
+
+    /// The highest revision this client has seen in a response.
+    pub fn seen_revision(&self) -> u64 {
+        self.inner.seen_revision.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn observe_revision(&self, revision: u64) {
+        self.inner
+            .seen_revision
+            .fetch_max(revision, Ordering::AcqRel);
     }
 
     pub(crate) fn endpoints_ref(&self) -> &Endpoints {
@@ -333,11 +396,11 @@ impl Client {
     pub(crate) async fn call<Req, Resp, F, Fut>(
         &self,
         spec: CallSpec,
-        request: Req,
+        mut request: Req,
         mut send: F,
     ) -> Result<Resp, Error>
     where
-        Req: Clone,
+        Req: Clone + Reissue,
         Resp: HasHeader,
         F: FnMut(Channel, tonic::Request<Req>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<Resp>, Status>>,
@@ -365,12 +428,24 @@ impl Client {
                 Ok(Ok(response)) => {
                     let response = response.into_inner();
                     self.check_cluster(&response, &target.authority)?;
+                    if let Some(header) = response.header() {
+                        self.observe_revision(header.revision);
+                    }
                     endpoints.succeeded(target.index);
                     return Ok(response);
                 }
                 Ok(Err(status)) => RpcError::from_status(&status, target.authority.clone()),
                 Err(_elapsed) => RpcError::timed_out(timeout, target.authority.clone()),
             };
+            if let Some(forgotten_through) = forgotten(&err) {
+                // The de-duplication table refused the request because it may have forgotten
+                // an earlier attempt. If no earlier attempt can have been applied, this one is
+                // the first to reach the log: send it again as issued after what was forgotten.
+                if !maybe_applied && request.reissue(forgotten_through.max(self.seen_revision())) {
+                    self.observe_revision(forgotten_through);
+                    continue;
+                }
+            }
             if maybe_applied {
                 err.make_indeterminate();
             }

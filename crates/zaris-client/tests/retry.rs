@@ -28,6 +28,10 @@ enum Behavior {
     Leaderless,
     /// Answers LEADERSHIP_LOST (indeterminate) this many times, then serves.
     LoseLeadership(u32),
+    /// Like a de-duplication table that forgot every id applied up to this revision: a Put
+    /// whose request id is issued before it is refused with REQUEST_ID_FORGOTTEN. The first
+    /// `lose` calls answer LEADERSHIP_LOST first.
+    Forgetful { forgotten_through: u64, lose: u32 },
 }
 
 #[derive(Debug)]
@@ -74,7 +78,34 @@ impl FakeMember {
     fn admit(&self) -> Result<(), Status> {
         let mut state = self.state();
         state.calls += 1;
+        let seen_revision = state
+            .put_ids
+            .last()
+            .copied()
+            .flatten()
+            .map_or(0, |id| id.seen_revision);
         match &mut state.behavior {
+            Behavior::Forgetful { lose, .. } if *lose > 0 => {
+                *lose -= 1;
+                Err(ErrorDetail::new(
+                    ErrorCode::LeadershipLost,
+                    Outcome::Indeterminate,
+                    "leadership lost before the entry committed",
+                )
+                .into_status())
+            }
+            Behavior::Forgetful {
+                forgotten_through, ..
+            } if seen_revision < *forgotten_through => {
+                let mut detail = ErrorDetail::new(
+                    ErrorCode::RequestIdForgotten,
+                    Outcome::Definite,
+                    "this request id may have been applied and forgotten",
+                );
+                detail.compact_revision = *forgotten_through;
+                Err(detail.into_status())
+            }
+            Behavior::Forgetful { .. } => Ok(()),
             Behavior::Leader => Ok(()),
             Behavior::Follower(address) => Err(zaris_proto_not_leader(address)),
             Behavior::Leaderless => Err(no_leader()),
@@ -370,6 +401,58 @@ async fn resends_an_indeterminate_write_with_the_same_request_id() {
     let last = leader.state().put_ids.last().copied().flatten();
     let first = ids[0];
     assert!(matches!((first, last), (Some(a), Some(b)) if b.seq > a.seq));
+}
+
+/// Issue 9, hole 4: a write refused because the de-duplication table may have forgotten it is
+/// resent as issued after what was forgotten, but only when no earlier attempt can have applied.
+#[tokio::test]
+async fn a_first_attempt_refused_as_forgotten_is_resent_seen_revision_what_was_forgotten() {
+    let (member, address) = start(
+        1,
+        Behavior::Forgetful {
+            forgotten_through: 500,
+            lose: 0,
+        },
+    )
+    .await;
+    let client = client(&[&address], fast_options()).await;
+    let response = client.put("k", "v", PutOptions::default()).await;
+    assert!(response.is_ok(), "{response:?}");
+    let ids = member.state().put_ids.clone();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    let (first, second) = (ids[0].expect("id"), ids[1].expect("id"));
+    assert_eq!((first.client_id, first.seq), (second.client_id, second.seq));
+    assert_eq!((first.seen_revision, second.seen_revision), (0, 500));
+    // Later writes are issued after the revisions the client has seen.
+    assert!(client.seen_revision() >= 500);
+}
+
+#[tokio::test]
+async fn a_retry_refused_as_forgotten_after_an_indeterminate_attempt_is_indeterminate() {
+    let (member, address) = start(
+        1,
+        Behavior::Forgetful {
+            forgotten_through: 500,
+            lose: 1,
+        },
+    )
+    .await;
+    let client = client(&[&address], fast_options()).await;
+    let err = match client.put("k", "v", PutOptions::default()).await {
+        Ok(response) => panic!("a possibly applied write was resent as new: {response:?}"),
+        Err(err) => err,
+    };
+    assert_eq!(err.error_code(), Some(ErrorCode::RequestIdForgotten));
+    assert!(
+        !err.is_definite(),
+        "the first attempt may have applied: {err}"
+    );
+    let ids = member.state().put_ids.clone();
+    assert_eq!(ids.len(), 2, "no third attempt: {ids:?}");
+    assert!(
+        ids.iter()
+            .all(|id| id.is_some_and(|id| id.seen_revision == 0))
+    );
 }
 
 #[tokio::test]

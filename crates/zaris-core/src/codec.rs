@@ -11,7 +11,9 @@ use sha2::{Digest as _, Sha256};
 use crate::state::State;
 
 /// The format-version byte of records written by this release.
-pub const FORMAT_VERSION: u8 = 1;
+/// Version 2: request ids carry `seen_revision`, limits `dedup_max_bytes`, and the de-duplication
+/// table is bounded by bytes (issue 9).
+pub const FORMAT_VERSION: u8 = 2;
 
 /// Upper bound for a record that arrives over the network or sits in a log entry.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;

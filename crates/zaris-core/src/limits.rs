@@ -29,6 +29,10 @@ pub const DEFAULT_MAX_KEYS_PER_LEASE: u32 = 10_000;
 pub const DEFAULT_MAX_LEASES: u64 = 5_000_000;
 /// Remembered request ids for de-duplicating retried writes.
 pub const DEFAULT_DEDUP_CAPACITY: u32 = 65_536;
+/// Bytes the remembered responses may take (on every replica and in every snapshot).
+pub const DEFAULT_DEDUP_MAX_BYTES: u64 = 16 * 1024 * 1024;
+/// The smallest `dedup_max_bytes` accepted: a response of up to 1/256 of it is remembered whole.
+pub const MIN_DEDUP_MAX_BYTES: u64 = 64 * 1024;
 
 /// The bounds, validated before a request is proposed and re-checked when it is applied.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,6 +48,7 @@ pub struct Limits {
     pub max_keys_per_lease: u32,
     pub max_leases: u64,
     pub dedup_capacity: u32,
+    pub dedup_max_bytes: u64,
 }
 
 impl Default for Limits {
@@ -60,6 +65,7 @@ impl Default for Limits {
             max_keys_per_lease: DEFAULT_MAX_KEYS_PER_LEASE,
             max_leases: DEFAULT_MAX_LEASES,
             dedup_capacity: DEFAULT_DEDUP_CAPACITY,
+            dedup_max_bytes: DEFAULT_DEDUP_MAX_BYTES,
         }
     }
 }
@@ -135,6 +141,12 @@ impl Limits {
             if value == 0 {
                 return Err(format!("{kind} must be at least 1"));
             }
+        }
+        if self.dedup_max_bytes < MIN_DEDUP_MAX_BYTES {
+            return Err(format!(
+                "dedup_max_bytes must be at least {MIN_DEDUP_MAX_BYTES}, not {}",
+                self.dedup_max_bytes
+            ));
         }
         Ok(())
     }

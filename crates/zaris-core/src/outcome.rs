@@ -49,6 +49,30 @@ pub enum Rejection {
         lease: LeaseId,
         token: Token,
     },
+    /// A request whose id the de-duplication table no longer answers for: it was applied at
+    /// `applied_at` with a response too large to keep, or (`None`) an earlier attempt may have
+    /// been applied at a revision up to `forgotten_through` and evicted since. This attempt
+    /// changed nothing; whether the request took effect is unknown to the state machine.
+    #[error("{}", forgotten_message(*forgotten_through, *applied_at))]
+    RequestIdForgotten {
+        forgotten_through: Revision,
+        applied_at: Option<Revision>,
+    },
+}
+
+fn forgotten_message(forgotten_through: Revision, applied_at: Option<Revision>) -> String {
+    match applied_at {
+        Some(revision) => format!(
+            "this request id was applied at revision {revision}; its response was too large to \
+             keep, so this retry changed nothing"
+        ),
+        None => format!(
+            "this request id may have been applied and forgotten (the de-duplication table has \
+             forgotten every id applied up to revision {forgotten_through}); this attempt changed \
+             nothing: re-read to find out, or resend as a new request issued after revision \
+             {forgotten_through}"
+        ),
+    }
 }
 
 impl Rejection {

@@ -24,10 +24,15 @@ pub type Token = u64;
 /// Names a client request so that a retried write is applied at most once.
 ///
 /// `client_id` is chosen by the client (randomly, once per process); `seq` increases per request.
+/// Together they are the identity; `seen_revision` is a revision the client had seen committed
+/// before it first sent the request (so the request cannot have applied at or below it), the
+/// same for every retry: it lets the state machine refuse a retry whose first attempt it may have
+/// forgotten (see `state::dedup`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct RequestId {
     pub client_id: u64,
     pub seq: u64,
+    pub seen_revision: Revision,
 }
 
 /// A stored key with its metadata, as reads and events return it.

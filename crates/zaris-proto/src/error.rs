@@ -58,7 +58,8 @@ impl ErrorCode {
             ErrorCode::MembershipChangeInProgress => Code::Aborted,
             ErrorCode::LearnerNotCaughtUp
             | ErrorCode::MembershipRejected
-            | ErrorCode::ClusterMismatch => Code::FailedPrecondition,
+            | ErrorCode::ClusterMismatch
+            | ErrorCode::RequestIdForgotten => Code::FailedPrecondition,
             ErrorCode::Unsupported => Code::Unimplemented,
             ErrorCode::Internal => Code::Internal,
         }

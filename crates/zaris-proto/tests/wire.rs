@@ -39,6 +39,7 @@ fn full_detail() -> ErrorDetail {
         compact_revision: 17,
         retry_after_ms: 250,
         member_id: 1,
+        applied_revision: 23,
     }
 }
 
@@ -185,6 +186,8 @@ const DOCUMENTED_GRPC_CODES: &[(ErrorCode, Code)] = &[
     (ErrorCode::ClusterMismatch, Code::FailedPrecondition),
     (ErrorCode::Unsupported, Code::Unimplemented),
     (ErrorCode::Internal, Code::Internal),
+    (ErrorCode::NodeFailed, Code::Unavailable),
+    (ErrorCode::RequestIdForgotten, Code::FailedPrecondition),
 ];
 
 #[test]
@@ -366,6 +369,7 @@ fn sample_txn() -> TxnRequest {
         request_id: Some(RequestId {
             client_id: 0xdead_beef,
             seq: 7,
+            seen_revision: 41,
         }),
     }
 }

@@ -39,7 +39,15 @@ pub fn request_id(id: Option<v1::RequestId>) -> Result<Option<RequestId>, Status
         Some(v1::RequestId { client_id: 0, .. }) => Err(invalid_argument(
             "request_id.client_id must not be 0 (leave request_id unset for no de-duplication)",
         )),
-        Some(v1::RequestId { client_id, seq }) => Ok(Some(RequestId { client_id, seq })),
+        Some(v1::RequestId {
+            client_id,
+            seq,
+            seen_revision,
+        }) => Ok(Some(RequestId {
+            client_id,
+            seq,
+            seen_revision,
+        })),
     }
 }
 
@@ -1058,6 +1066,7 @@ mod tests {
             max_keys_per_lease: 2,
             max_leases: 3,
             dedup_capacity: 16,
+            dedup_max_bytes: zaris_core::limits::MIN_DEDUP_MAX_BYTES,
         }
     }
 
@@ -1134,7 +1143,11 @@ mod tests {
     }
 
     fn wire_id(client_id: u64, seq: u64) -> Option<v1::RequestId> {
-        Some(v1::RequestId { client_id, seq })
+        Some(v1::RequestId {
+            client_id,
+            seq,
+            seen_revision: 0,
+        })
     }
 
     fn wire_guard(lock: &str, token: u64) -> Option<v1::Guard> {
@@ -1218,7 +1231,8 @@ mod tests {
             ok(request_id(wire_id(7, 0))),
             Some(RequestId {
                 client_id: 7,
-                seq: 0
+                seq: 0,
+                seen_revision: 0,
             })
         );
         assert_invalid(request_id(wire_id(0, 5)), "request_id.client_id");
@@ -1376,7 +1390,8 @@ mod tests {
             Request::with_id(
                 RequestId {
                     client_id: 1,
-                    seq: 2
+                    seq: 2,
+                    seen_revision: 0,
                 },
                 Command::Put {
                     key: b"k".to_vec(),
@@ -1457,7 +1472,8 @@ mod tests {
             request.request_id,
             Some(RequestId {
                 client_id: 5,
-                seq: 6
+                seq: 6,
+                seen_revision: 0,
             })
         );
         let delete = |key: &[u8], range_end: &[u8], prefix| v1::DeleteRangeRequest {
@@ -1672,7 +1688,8 @@ mod tests {
             Request::with_id(
                 RequestId {
                     client_id: 4,
-                    seq: 5
+                    seq: 5,
+                    seen_revision: 0,
                 },
                 Command::Txn(Txn {
                     compares: vec![
@@ -2168,7 +2185,8 @@ mod tests {
             Request::with_id(
                 RequestId {
                     client_id: 3,
-                    seq: 4
+                    seq: 4,
+                    seen_revision: 0,
                 },
                 Command::Grant {
                     id: 42,
@@ -2492,7 +2510,8 @@ mod tests {
             Request::with_id(
                 RequestId {
                     client_id: 1,
-                    seq: 9
+                    seq: 9,
+                    seen_revision: 0,
                 },
                 Command::LockRelease {
                     name: "job".into(),

@@ -36,7 +36,10 @@ pub const CAPACITY_RETRY_AFTER_MS: u64 = 1_000;
 ///   (the FAILED_PRECONDITION ones are all about membership), so this is INTERNAL, but
 ///   **definite**: a rejection changed nothing and a retry with the same id gets the same answer.
 ///
-/// All are definite: a rejected request did not take effect.
+/// - `RequestIdForgotten` → FAILED_PRECONDITION / REQUEST_ID_FORGOTTEN with `compact_revision`
+///   (and `applied_revision` when the table knows the request was applied: indeterminate then).
+///
+/// All others are definite: a rejected request did not take effect.
 pub fn rejection_status(rejection: &Rejection) -> Status {
     match rejection {
         Rejection::InvalidArgument(message) => invalid_argument(message.as_str()),
@@ -64,6 +67,25 @@ pub fn rejection_status(rejection: &Rejection) -> Status {
             } else {
                 limit_exceeded(limit.name(), *max, *actual)
             }
+        }
+        Rejection::RequestIdForgotten {
+            forgotten_through,
+            applied_at,
+        } => {
+            // Definite for this attempt, unless the table knows the request was applied.
+            let outcome = if applied_at.is_some() {
+                Outcome::Indeterminate
+            } else {
+                Outcome::Definite
+            };
+            let mut detail = detail(
+                ErrorCode::RequestIdForgotten,
+                outcome,
+                rejection.to_string(),
+            );
+            detail.compact_revision = *forgotten_through;
+            detail.applied_revision = applied_at.unwrap_or(0);
+            detail.into_status()
         }
         Rejection::LeaseNotFound(_)
         | Rejection::LeaseIdUsed { .. }

@@ -23,6 +23,10 @@ pub const RAFT_FAILED: &str = "zaris_raft_failed";
 pub const EXPIRIES_REJECTED: &str = "zaris_expiries_rejected_total";
 /// Lock acquisitions applied (immediate, or handed over from a released holder).
 pub const LOCKS_ACQUIRED: &str = "zaris_locks_acquired_total";
+/// Request ids the de-duplication table remembers, and the bytes it charges for them (bounded
+/// by the cluster's `dedup_capacity` and `dedup_max_bytes`).
+pub const DEDUP_ENTRIES: &str = "zaris_dedup_entries";
+pub const DEDUP_BYTES: &str = "zaris_dedup_bytes";
 /// Live leases and keys in this node's state.
 pub const LIVE_LEASES: &str = "zaris_leases";
 pub const LIVE_KEYS: &str = "zaris_keys";

@@ -352,13 +352,16 @@ async fn report_gauges(state: StateHandle, shutdown: CancellationToken) {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let (leases, keys, applied) = state.read(|d| {
+        let (leases, keys, applied, (dedup_entries, dedup_bytes, _)) = state.read(|d| {
             (
                 d.state.lease_count(),
                 d.state.key_count(),
                 d.state.last_applied(),
+                d.state.dedup_usage(),
             )
         });
+        metrics::gauge!(m::DEDUP_ENTRIES).set(dedup_entries as f64);
+        metrics::gauge!(m::DEDUP_BYTES).set(dedup_bytes as f64);
         metrics::gauge!(m::LIVE_LEASES).set(leases as f64);
         metrics::gauge!(m::LIVE_KEYS).set(keys as f64);
         metrics::gauge!(m::RAFT_APPLIED_INDEX).set(applied as f64);

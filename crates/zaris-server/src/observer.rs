@@ -55,6 +55,7 @@ fn rejection_reason(rejection: &Rejection) -> &'static str {
         Rejection::LeaseIdUsed { .. } => "lease_id_used",
         Rejection::GuardFailed { .. } => "guard_failed",
         Rejection::NotHolder { .. } => "not_holder",
+        Rejection::RequestIdForgotten { .. } => "request_id_forgotten",
     }
 }
 

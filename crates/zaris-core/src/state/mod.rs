@@ -18,7 +18,9 @@ use crate::limits::Limits;
 use crate::outcome::{Applied, Effects, Outcome, Rejection, Response};
 use crate::types::{KeySelector, KeyValue, LeaseId, NO_LEASE, Revision, Token};
 
-pub use dedup::Dedup;
+pub use dedup::{
+    Dedup, ENTRY_OVERHEAD_BYTES as DEDUP_ENTRY_OVERHEAD_BYTES, Remembered, response_bytes,
+};
 
 /// A stored value; the key is the map key.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -188,11 +190,11 @@ impl State {
         }
         self.last_applied = revision;
         if let Some(id) = request.request_id
-            && let Some(response) = self.dedup.get(&id)
+            && let Some(response) = self.dedup.answer(&id)
         {
             return Applied {
                 revision,
-                response: response.clone(),
+                response,
                 effects: Effects::default(),
             };
         }
@@ -210,6 +212,7 @@ impl State {
                 revision,
                 response.clone(),
                 self.limits.dedup_capacity as usize,
+                self.limits.dedup_max_bytes,
             );
         }
         Applied {
@@ -270,7 +273,8 @@ impl State {
                 // more waiters than a lowered limit allows until they leave).
                 self.limits = limits.clone();
                 self.limits_set = true;
-                self.dedup.shrink_to(limits.dedup_capacity as usize);
+                self.dedup
+                    .shrink_to(limits.dedup_capacity as usize, limits.dedup_max_bytes);
                 Ok(Outcome::LimitsSet)
             }
         }
@@ -360,6 +364,16 @@ impl State {
     /// The remembered response for a request id, if it is still in the de-duplication table.
     pub fn remembered(&self, id: &crate::types::RequestId) -> Option<&Response> {
         self.dedup.get(id)
+    }
+
+    /// The de-duplication table's bounds at work: entries, charged bytes, and the highest
+    /// revision whose request id may have been forgotten.
+    pub fn dedup_usage(&self) -> (usize, u64, Revision) {
+        (
+            self.dedup.len(),
+            self.dedup.bytes(),
+            self.dedup.forgotten_through(),
+        )
     }
 
     fn check_guard(&self, guard: Option<&crate::types::Guard>) -> Result<(), Rejection> {
@@ -460,7 +474,10 @@ impl State {
                 }
             }
         }
-        self.dedup
-            .check(self.limits.dedup_capacity as usize, self.last_applied)
+        self.dedup.check(
+            self.limits.dedup_capacity as usize,
+            self.limits.dedup_max_bytes,
+            self.last_applied,
+        )
     }
 }

@@ -11,6 +11,7 @@ fn sample() -> Request {
         RequestId {
             client_id: 3,
             seq: 4,
+            seen_revision: 0,
         },
         Command::Put {
             key: b"k".to_vec(),

@@ -29,6 +29,7 @@ fn limits() -> Limits {
         max_keys_per_lease: 2,
         max_leases: 5,
         dedup_capacity: 3,
+        dedup_max_bytes: zaris_core::limits::MIN_DEDUP_MAX_BYTES,
     }
 }
 
@@ -56,7 +57,9 @@ struct Model {
     kv: BTreeMap<Vec<u8>, KeyValue>,
     leases: BTreeMap<u64, MLease>,
     locks: BTreeMap<String, MLock>,
-    dedup: Vec<(RequestId, Response)>,
+    /// `(client_id, seq)`, applied revision, the response (`None`: too large to keep).
+    dedup: Vec<((u64, u64), u64, Option<Response>)>,
+    dedup_forgotten_through: u64,
 }
 
 /// What the model says happened to keys, for comparison with the real events.
@@ -76,10 +79,27 @@ impl Model {
             return Ok(Outcome::Ignored);
         }
         self.last = rev;
-        if let Some(id) = request.request_id
-            && let Some((_, response)) = self.dedup.iter().find(|(i, _)| *i == id)
-        {
-            return response.clone();
+        if let Some(id) = request.request_id {
+            match self
+                .dedup
+                .iter()
+                .find(|(key, _, _)| *key == (id.client_id, id.seq))
+            {
+                Some((_, _, Some(response))) => return response.clone(),
+                Some((_, applied, None)) => {
+                    return Err(Rejection::RequestIdForgotten {
+                        forgotten_through: self.dedup_forgotten_through,
+                        applied_at: Some(*applied),
+                    });
+                }
+                None if id.seen_revision < self.dedup_forgotten_through => {
+                    return Err(Rejection::RequestIdForgotten {
+                        forgotten_through: self.dedup_forgotten_through,
+                        applied_at: None,
+                    });
+                }
+                None => {}
+            }
         }
         // Stateless validation is shared with the real thing (it has its own unit tests); the
         // state-dependent behaviour below is written independently.
@@ -88,12 +108,32 @@ impl Model {
             Ok(()) => self.execute(rev, &request.command, changes),
         };
         if let Some(id) = request.request_id {
-            while self.dedup.len() >= self.limits.dedup_capacity as usize {
-                let _evicted = self.dedup.remove(0);
-            }
-            self.dedup.push((id, response.clone()));
+            let kept = (zaris_core::state::response_bytes(&response)
+                <= self.limits.dedup_max_bytes / 256)
+                .then(|| response.clone());
+            self.dedup.push(((id.client_id, id.seq), rev, kept));
+            self.shrink_dedup();
         }
         response
+    }
+
+    /// Evicts the oldest remembered ids until the table is within both of its bounds.
+    fn shrink_dedup(&mut self) {
+        let bytes = |dedup: &[((u64, u64), u64, Option<Response>)]| -> u64 {
+            dedup
+                .iter()
+                .map(|(_, _, r)| {
+                    zaris_core::state::DEDUP_ENTRY_OVERHEAD_BYTES
+                        + r.as_ref().map_or(0, zaris_core::state::response_bytes)
+                })
+                .sum()
+        };
+        while self.dedup.len() > (self.limits.dedup_capacity as usize).max(1)
+            || bytes(&self.dedup) > self.limits.dedup_max_bytes
+        {
+            let (_, evicted, _) = self.dedup.remove(0);
+            self.dedup_forgotten_through = self.dedup_forgotten_through.max(evicted);
+        }
     }
 
     fn guard_ok(&self, guard: &Option<Guard>) -> Result<(), Rejection> {
@@ -444,9 +484,7 @@ impl Model {
             }
             Command::SetLimits(limits) => {
                 self.limits = limits.clone();
-                while self.dedup.len() > limits.dedup_capacity as usize {
-                    let _evicted = self.dedup.remove(0);
-                }
+                self.shrink_dedup();
                 Ok(Outcome::LimitsSet)
             }
             Command::LockCancel { name, lease } => {
@@ -819,9 +857,12 @@ fn run(sequence: &[(Op, Option<u8>)]) -> Result<(), TestCaseError> {
             op => to_command(&model, op).map(|command| {
                 seq += 1;
                 Request {
+                    // Mostly issued after the latest revision, sometimes with a stale one, so
+                    // that refusals of possibly forgotten ids are exercised.
                     request_id: client.map(|c| RequestId {
                         client_id: u64::from(c),
                         seq,
+                        seen_revision: if c % 3 == 0 { rev / 2 } else { rev - 1 },
                     }),
                     command,
                 }

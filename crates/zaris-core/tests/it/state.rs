@@ -986,6 +986,7 @@ fn a_retried_request_is_applied_once() {
     let id = RequestId {
         client_id: 7,
         seq: 1,
+        seen_revision: 0,
     };
     let request = Request::with_id(id, Command::Grant { id: 0, ttl_ms: TTL });
     let first = log.apply_request(&request);
@@ -1003,17 +1004,191 @@ fn dedup_table_evicts_the_oldest_id() {
     });
     let request = |seq| {
         Request::with_id(
-            RequestId { client_id: 1, seq },
+            RequestId {
+                client_id: 1,
+                seq,
+                seen_revision: 0,
+            },
             Command::Grant { id: 0, ttl_ms: TTL },
         )
     };
     for seq in 1..=3 {
         log.apply_request(&request(seq));
     }
-    let id = |seq| RequestId { client_id: 1, seq };
+    let id = |seq| RequestId {
+        client_id: 1,
+        seq,
+        seen_revision: 0,
+    };
     assert!(log.state.remembered(&id(1)).is_none());
     assert!(log.state.remembered(&id(2)).is_some());
     assert!(log.state.remembered(&id(3)).is_some());
+}
+
+/// Issue 9, hole 4: at a few thousand identified writes per second, a retry whose id had been
+/// evicted was applied a second time. Now a request whose id may have been forgotten is refused.
+#[test]
+fn a_retry_of_a_forgotten_id_is_refused_not_applied_again() {
+    let mut log = Log::new(Limits {
+        dedup_capacity: 2,
+        ..Limits::default()
+    });
+    let first = Request::with_id(
+        RequestId {
+            client_id: 1,
+            seq: 1,
+            seen_revision: 0,
+        },
+        Command::Grant { id: 0, ttl_ms: TTL },
+    );
+    let applied_at = log.rev();
+    assert!(log.apply_request(&first).response.is_ok());
+    // Other clients' writes push the first id out of the table.
+    for seq in 1..=2 {
+        let other = Request::with_id(
+            RequestId {
+                client_id: 2,
+                seq,
+                seen_revision: log.rev() - 1,
+            },
+            put("k", "v", 0),
+        );
+        assert!(log.apply_request(&other).response.is_ok());
+    }
+    assert!(
+        log.state
+            .remembered(&first.request_id.expect("id"))
+            .is_none()
+    );
+    let (_, _, forgotten_through) = log.state.dedup_usage();
+    assert_eq!(forgotten_through, applied_at);
+    // The retry is refused, and changes nothing: still one lease.
+    let mut unchanged = log.state.clone();
+    unchanged.apply_noop(log.rev());
+    assert_eq!(
+        log.apply_request(&first).response,
+        Err(Rejection::RequestIdForgotten {
+            forgotten_through: applied_at,
+            applied_at: None,
+        })
+    );
+    assert_eq!(log.state.lease_count(), 1);
+    assert_eq!(log.state, unchanged);
+    // A request issued after what was forgotten is applied (a first attempt, or the same id
+    // resent by a client that knows no earlier attempt reached the log).
+    let fresh = Request::with_id(
+        RequestId {
+            client_id: 3,
+            seq: 1,
+            seen_revision: forgotten_through,
+        },
+        Command::Grant { id: 0, ttl_ms: TTL },
+    );
+    assert!(matches!(
+        log.apply_request(&fresh).response,
+        Ok(Outcome::Granted { .. })
+    ));
+}
+
+/// Issue 9, hole 4: the table kept whole responses and was bounded by count only, so a
+/// transaction's reads could pin megabytes per entry on every replica and in every snapshot.
+#[test]
+fn the_dedup_table_is_bounded_by_bytes_and_keeps_large_responses_only_as_applied() {
+    let max_bytes = zaris_core::limits::MIN_DEDUP_MAX_BYTES;
+    let mut log = Log::new(Limits {
+        dedup_max_bytes: max_bytes,
+        ..Limits::default()
+    });
+    let value = vec![b'x'; 100_000];
+    log.apply(Command::Put {
+        key: b"big".to_vec(),
+        value: value.clone(),
+        lease: 0,
+        guard: None,
+        prev_kv: false,
+    })
+    .expect("put");
+    let id = RequestId {
+        client_id: 9,
+        seq: 1,
+        seen_revision: log.rev() - 1,
+    };
+    // A transaction that reads the big value: its response is far above 1/256 of the bound.
+    let read_big = Request::with_id(
+        id,
+        Command::Txn(Txn {
+            compares: vec![],
+            success: vec![TxnOp::Get {
+                selector: KeySelector::Key(b"big".to_vec()),
+                limit: 0,
+            }],
+            failure: vec![],
+            guard: None,
+        }),
+    );
+    let applied_at = log.rev();
+    let first = log.apply_request(&read_big).response;
+    assert!(matches!(
+        first,
+        Ok(Outcome::Txn {
+            succeeded: true,
+            ..
+        })
+    ));
+    let (entries, bytes, _) = log.state.dedup_usage();
+    assert_eq!(entries, 1);
+    assert!(
+        bytes < 1_000,
+        "a large response must not be kept: {bytes} bytes"
+    );
+    assert_eq!(
+        log.apply_request(&read_big).response,
+        Err(Rejection::RequestIdForgotten {
+            forgotten_through: 0,
+            applied_at: Some(applied_at),
+        })
+    );
+    // Many smaller responses (prev_kv of a 100-byte value, kept whole): the byte bound evicts
+    // before the count bound would.
+    for seq in 2..2_000 {
+        let request = Request::with_id(
+            RequestId {
+                client_id: 9,
+                seq,
+                seen_revision: log.rev() - 1,
+            },
+            Command::Put {
+                key: b"p".to_vec(),
+                value: vec![b'y'; 100],
+                lease: 0,
+                guard: None,
+                prev_kv: true,
+            },
+        );
+        log.apply_request(&request).response.expect("put");
+        let (entries, bytes, _) = log.state.dedup_usage();
+        assert!(bytes <= max_bytes, "{bytes} > {max_bytes}");
+        assert!(entries < 2_000);
+    }
+    let (entries, _, forgotten_through) = log.state.dedup_usage();
+    assert!(
+        entries < 300,
+        "bounded by bytes, not by the count: {entries}"
+    );
+    let latest = RequestId {
+        client_id: 9,
+        seq: 1_999,
+        seen_revision: 0,
+    };
+    assert!(
+        matches!(
+            log.state.remembered(&latest),
+            Some(Ok(Outcome::Put { prev: Some(_) }))
+        ),
+        "small responses are kept whole"
+    );
+    assert!(forgotten_through > applied_at);
+    log.state.check_invariants().expect("invariants");
 }
 
 #[test]
@@ -1033,6 +1208,7 @@ fn rejected_requests_are_remembered_too() {
         RequestId {
             client_id: 2,
             seq: 9,
+            seen_revision: 0,
         },
         Command::Revoke { id: 5 },
     );

@@ -71,3 +71,52 @@ async fn bad_requests_get_clear_errors_and_the_cluster_keeps_serving() {
         .expect("still serving");
     cluster.shutdown().await;
 }
+
+/// Issue 9, hole 4, end to end: a retried write whose request id the de-duplication table has
+/// evicted is refused with REQUEST_ID_FORGOTTEN (and applies nothing) instead of applying twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_whose_id_was_evicted_is_refused_not_applied_twice() {
+    use zaris_proto::v1::kv_client::KvClient;
+    use zaris_proto::v1::{PutRequest, RequestId};
+
+    let cluster = TestCluster::start_configured(1, |c| c.limits.dedup_capacity = 2).await;
+    let leader = cluster.leader().await;
+    let client = cluster.client(&[leader]).await;
+    let seen = client
+        .put("before", "x", PutOptions::default())
+        .await
+        .expect("put")
+        .header
+        .map_or(0, |h| h.revision);
+    let mut kv = KvClient::connect(format!("http://{}", cluster.addrs[&leader]))
+        .await
+        .expect("connect");
+    let write = PutRequest {
+        key: b"counter".to_vec(),
+        value: b"1".to_vec(),
+        request_id: Some(RequestId {
+            client_id: 77,
+            seq: 1,
+            seen_revision: seen,
+        }),
+        ..PutRequest::default()
+    };
+    kv.put(write.clone()).await.expect("first attempt");
+    // Two other identified writes evict the first id from a table of two.
+    for _ in 0..2 {
+        client
+            .put("other", "y", PutOptions::default())
+            .await
+            .expect("put");
+    }
+    let status = kv.put(write).await.expect_err("the retry must be refused");
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+    let detail = zaris_proto::try_detail(&status)
+        .expect("detail")
+        .expect("a Zaris detail");
+    assert_eq!(detail.code(), ErrorCode::RequestIdForgotten);
+    assert!(detail.compact_revision > seen, "{detail:?}");
+    let counter = client.get("counter").await.expect("get").expect("present");
+    assert_eq!(counter.version, 1, "the write was applied once");
+    cluster.shutdown().await;
+}
