@@ -1,5 +1,7 @@
 //! The HTTP side door: Prometheus metrics, liveness and readiness.
 
+use std::time::Duration;
+
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
@@ -10,7 +12,13 @@ use zaris_raft::Raft;
 
 use crate::health::Health;
 
-pub async fn serve(listener: TcpListener, raft: Raft, health: Health, shutdown: CancellationToken) {
+pub async fn serve(
+    listener: TcpListener,
+    raft: Raft,
+    health: Health,
+    election_timeout: Duration,
+    shutdown: CancellationToken,
+) {
     let live = health.clone();
     let app = Router::new()
         .route("/metrics", get(metrics))
@@ -25,7 +33,7 @@ pub async fn serve(listener: TcpListener, raft: Raft, health: Health, shutdown: 
             "/ready",
             get(move || {
                 let (raft, health) = (raft.clone(), health.clone());
-                async move { ready(&raft, &health) }
+                async move { ready(&raft, &health, election_timeout) }
             }),
         );
     let result = axum::serve(listener, app)
@@ -57,16 +65,33 @@ fn healthy(health: &Health) -> (StatusCode, String) {
     }
 }
 
-/// Ready when this node's Raft runs and it knows a Raft leader (so it can serve or redirect).
-fn ready(raft: &Raft, health: &Health) -> (StatusCode, String) {
+/// Ready when this node's Raft runs and it can serve or redirect: a leader that a quorum has
+/// acknowledged within the election timeout (a leader cut off from its quorum, or one whose
+/// voters include a dead member, cannot commit anything), or a follower that knows a leader.
+fn ready(raft: &Raft, health: &Health, election_timeout: Duration) -> (StatusCode, String) {
     if let Some(reason) = health.failure() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             format!("raft failed: {reason}\n"),
         );
     }
-    let leader = raft.metrics().borrow_watched().current_leader;
-    match leader {
+    let metrics = raft.metrics().borrow_watched().clone();
+    if metrics.state == openraft::ServerState::Leader {
+        return match metrics.millis_since_quorum_ack {
+            Some(ms) if u128::from(ms) <= election_timeout.as_millis() => {
+                (StatusCode::OK, "ready\n".into())
+            }
+            Some(ms) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("Raft leader without a quorum for {ms} ms: cannot commit\n"),
+            ),
+            None => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Raft leader not yet acknowledged by a quorum: cannot commit\n".into(),
+            ),
+        };
+    }
+    match metrics.current_leader {
         Some(_) => (StatusCode::OK, "ready\n".into()),
         None => (
             StatusCode::SERVICE_UNAVAILABLE,

@@ -273,6 +273,7 @@ impl Node {
                     listener,
                     raft.clone(),
                     health.clone(),
+                    Duration::from_millis(config.election_timeout_ms),
                     shutdown.clone(),
                 ));
                 http_addr

@@ -17,6 +17,11 @@ use zaris_raft::TypeConfig;
 use super::NodeContext;
 use crate::errors;
 
+/// How long MemberAdd (with promotion) and MemberPromote wait for a learner to catch up before
+/// refusing to make it a voter (LEARNER_NOT_CAUGHT_UP). Shorter than a client's request timeout,
+/// so the caller hears the answer; promote again once the learner has caught up.
+pub const LEARNER_CATCH_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 #[derive(Clone, Debug)]
 pub struct ClusterService(pub NodeContext);
 
@@ -154,6 +159,57 @@ impl ClusterService {
             })
     }
 
+    /// Waits (up to [`LEARNER_CATCH_UP_WAIT`]) until the leader has replicated to learner `id`
+    /// everything it had committed when the wait began: only such a learner may become a voter.
+    /// A voter that cannot receive entries (a wrong address, a node that is down) would count
+    /// toward every quorum and could leave a small cluster unable to commit, or even to remove it.
+    async fn caught_up(&self, id: u64) -> Result<(), Status> {
+        let raft = self.0.proposer.raft();
+        let committed = raft
+            .metrics()
+            .borrow_watched()
+            .local_committed
+            .map_or(0, |l| l.index);
+        let matched = |m: &openraft::RaftMetrics<TypeConfig>| {
+            m.replication
+                .as_ref()
+                .and_then(|r| r.get(&id).cloned())
+                .flatten()
+                .map_or(0, |l| l.index)
+        };
+        let waited = raft
+            .wait(Some(LEARNER_CATCH_UP_WAIT))
+            .metrics(|m| matched(m) >= committed, "learner caught up")
+            .await;
+        match waited {
+            Ok(_) => Ok(()),
+            Err(_) => {
+                let (matched, address) = {
+                    let m = raft.metrics().borrow_watched().clone();
+                    let address = m
+                        .membership_config
+                        .membership()
+                        .get_node(&id)
+                        .map(|n| n.addr.clone())
+                        .unwrap_or_default();
+                    (matched(&m), address)
+                };
+                Err(ErrorDetail::new(
+                    ErrorCode::LearnerNotCaughtUp,
+                    Outcome::Definite,
+                    format!(
+                        "member {id} at {address} is a learner that has not caught up within {} s \
+                         (it has entries up to {matched}, the cluster has committed {committed}), \
+                         so it was not made a voter: check that it runs and that the address is \
+                         right, then `member promote {id}`, or `member remove {id}`",
+                        LEARNER_CATCH_UP_WAIT.as_secs()
+                    ),
+                )
+                .into_status())
+            }
+        }
+    }
+
     fn validate_id(id: u64) -> Result<(), Status> {
         if id == 0 {
             return Err(zaris_proto::invalid_argument(
@@ -233,12 +289,14 @@ impl Cluster for ClusterService {
         }
         self.settle().await?;
         let raft = self.0.proposer.raft();
-        // A learner first: it catches up without counting toward the quorum.
-        raft.add_learner(request.id, BasicNode::new(&request.address), true)
+        // A learner first: it catches up without counting toward the quorum, and can always be
+        // removed again while the voters have a quorum.
+        raft.add_learner(request.id, BasicNode::new(&request.address), false)
             .await
             .map_err(|e| self.membership_error(e))?;
         if request.promote {
             self.settle().await?;
+            self.caught_up(request.id).await?;
             raft.change_membership(
                 ChangeMembers::AddVoterIds(BTreeSet::from([request.id])),
                 false,
@@ -260,6 +318,13 @@ impl Cluster for ClusterService {
         let id = request.into_inner().id;
         Self::validate_id(id)?;
         self.settle().await?;
+        let is_voter = self
+            .members()
+            .iter()
+            .any(|m| m.id == id && m.kind == MemberKind::Voter as i32);
+        if !is_voter {
+            self.caught_up(id).await?;
+        }
         self.0
             .proposer
             .raft()

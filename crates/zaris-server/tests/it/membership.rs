@@ -77,3 +77,96 @@ async fn a_cluster_grows_to_five_and_shrinks_back_to_three() {
     );
     cluster.shutdown().await;
 }
+
+/// Issue 9, item 13: one wrong address in `member add` ended a small cluster for good: the dead
+/// member became a voter, every write answered NO_LEADER, and `member remove` timed out. Now a
+/// member is promoted only once it has caught up; the dead one stays a learner, the cluster keeps
+/// serving, the learner can be removed, and `/ready` tells a leader without a quorum.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_address_in_member_add_never_becomes_a_voter() {
+    for size in [1u64, 3] {
+        let cluster = TestCluster::start_configured(size, |c| {
+            c.http_listen = Some("127.0.0.1:0".parse().expect("addr"));
+        })
+        .await;
+        let leader = cluster.leader().await;
+        let client = cluster.client(&cluster.running()).await;
+        let dead = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            listener.local_addr().expect("addr").to_string()
+        };
+        let error = client
+            .member_add(9, dead.clone(), true)
+            .await
+            .expect_err("a member that cannot catch up is not promoted");
+        assert_eq!(
+            error.error_code(),
+            Some(zaris_proto::v1::ErrorCode::LearnerNotCaughtUp),
+            "{error}"
+        );
+        assert!(error.to_string().contains("member remove 9"), "{error}");
+        let error = client
+            .member_promote(9)
+            .await
+            .expect_err("nor by member promote");
+        assert_eq!(
+            error.error_code(),
+            Some(zaris_proto::v1::ErrorCode::LearnerNotCaughtUp)
+        );
+        let members = client.member_list().await.expect("members").members;
+        let learner = members.iter().find(|m| m.id == 9).expect("listed");
+        assert_eq!(learner.kind, MemberKind::Learner as i32);
+        // The cluster keeps serving and is ready.
+        client
+            .put("still", "serving", PutOptions::default())
+            .await
+            .expect("writes go on");
+        let http = cluster.node(leader).http_addr.expect("http");
+        assert!(
+            crate::http::get(http, "/ready")
+                .await
+                .starts_with("HTTP/1.1 200")
+        );
+        client.member_remove(9).await.expect("remove the learner");
+        let members = client.member_list().await.expect("members").members;
+        assert!(members.iter().all(|m| m.id != 9), "{members:?}");
+        cluster.shutdown().await;
+    }
+}
+
+/// Issue 9, item 13: `/ready` failed nowhere while a leader could not commit. A leader whose
+/// quorum is gone is not ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_without_a_quorum_is_not_ready() {
+    let mut cluster = TestCluster::start_configured(3, |c| {
+        c.http_listen = Some("127.0.0.1:0".parse().expect("addr"));
+    })
+    .await;
+    let leader = cluster.leader().await;
+    let http = cluster.node(leader).http_addr.expect("http");
+    crate::cluster::eventually(
+        "the leader to be ready",
+        Duration::from_secs(10),
+        || async {
+            crate::http::get(http, "/ready")
+                .await
+                .starts_with("HTTP/1.1 200")
+                .then_some(())
+        },
+    )
+    .await;
+    for follower in cluster.followers(leader) {
+        cluster.stop(follower).await;
+    }
+    let answer = crate::cluster::eventually(
+        "the leader without a quorum to be not ready",
+        Duration::from_secs(10),
+        || async {
+            let answer = crate::http::get(http, "/ready").await;
+            answer.starts_with("HTTP/1.1 503").then_some(answer)
+        },
+    )
+    .await;
+    assert!(answer.contains("cannot commit"), "{answer}");
+    cluster.shutdown().await;
+}
