@@ -77,13 +77,17 @@ fn ready(raft: &Raft, health: &Health, election_timeout: Duration) -> (StatusCod
     }
     let metrics = raft.metrics().borrow_watched().clone();
     if metrics.state == openraft::ServerState::Leader {
-        return match metrics.millis_since_quorum_ack {
-            Some(ms) if u128::from(ms) <= election_timeout.as_millis() => {
-                (StatusCode::OK, "ready\n".into())
-            }
-            Some(ms) => (
+        let since_quorum_ack = metrics
+            .last_quorum_acked
+            .map(|acked| openraft::Instant::elapsed(&*acked));
+        return match since_quorum_ack {
+            Some(since) if since <= election_timeout => (StatusCode::OK, "ready\n".into()),
+            Some(since) => (
                 StatusCode::SERVICE_UNAVAILABLE,
-                format!("Raft leader without a quorum for {ms} ms: cannot commit\n"),
+                format!(
+                    "Raft leader without a quorum for {} ms: cannot commit\n",
+                    since.as_millis()
+                ),
             ),
             None => (
                 StatusCode::SERVICE_UNAVAILABLE,
