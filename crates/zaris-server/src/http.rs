@@ -76,7 +76,13 @@ fn ready(raft: &Raft, health: &Health, election_timeout: Duration) -> (StatusCod
         );
     }
     let metrics = raft.metrics().borrow_watched().clone();
-    if metrics.state == openraft::ServerState::Leader {
+    let sole_voter = metrics
+        .membership_config
+        .membership()
+        .voter_ids()
+        .eq([metrics.id]);
+    // A sole voter is its own quorum: it commits whenever its disk does.
+    if metrics.state == openraft::ServerState::Leader && !sole_voter {
         let since_quorum_ack = metrics
             .last_quorum_acked
             .map(|acked| openraft::Instant::elapsed(&*acked));

@@ -122,11 +122,8 @@ async fn a_dead_address_in_member_add_never_becomes_a_voter() {
             .await
             .expect("writes go on");
         let http = cluster.node(leader).http_addr.expect("http");
-        assert!(
-            crate::http::get(http, "/ready")
-                .await
-                .starts_with("HTTP/1.1 200")
-        );
+        let ready = crate::http::get(http, "/ready").await;
+        assert!(ready.starts_with("HTTP/1.1 200"), "size {size}: {ready}");
         client.member_remove(9).await.expect("remove the learner");
         let members = client.member_list().await.expect("members").members;
         assert!(members.iter().all(|m| m.id != 9), "{members:?}");
