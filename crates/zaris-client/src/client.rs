@@ -205,12 +205,13 @@ pub(crate) fn disposition(err: &RpcError) -> Disposition {
             _ => Disposition::Fail,
         };
     }
-    // No Zaris detail: the transport (connection refused, reset, our own timeout) or a proxy.
+    // No Zaris detail: the transport (connection refused, reset or broken mid-stream by a member
+    // that died, our own timeout) or a proxy. Another member may answer.
     match err.code() {
         Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Internal => {
             Disposition::Rotate
         }
-        _ if err.is_connect_failure() => Disposition::Rotate,
+        _ if err.is_connect_failure() || err.is_transport_failure() => Disposition::Rotate,
         _ => Disposition::Fail,
     }
 }

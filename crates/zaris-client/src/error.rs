@@ -172,6 +172,9 @@ pub struct RpcError {
     cause: Option<String>,
     io_kind: Option<io::ErrorKind>,
     connect_failure: bool,
+    /// The status came from the transport (an h2 or hyper error, a connection that broke), not
+    /// from a server's answer.
+    transport: bool,
 }
 
 impl RpcError {
@@ -195,6 +198,7 @@ impl RpcError {
             source = err.source();
         }
         let detail = zaris_proto::detail(status);
+        let transport = status.source().is_some() && detail.is_none();
         let outcome = if connect_failure && detail.is_none() {
             Outcome::Definite
         } else {
@@ -209,6 +213,7 @@ impl RpcError {
             cause,
             io_kind,
             connect_failure,
+            transport,
         }
     }
 
@@ -224,6 +229,7 @@ impl RpcError {
             cause: None,
             io_kind: None,
             connect_failure: false,
+            transport: true,
         }
     }
 
@@ -268,6 +274,12 @@ impl RpcError {
     /// True if the client could not connect to the endpoint (the request was never sent).
     pub fn is_connect_failure(&self) -> bool {
         self.connect_failure
+    }
+
+    /// True if the transport produced this status (a connection that could not be made or
+    /// broke, an h2 protocol error), not a server: another member may well answer.
+    pub fn is_transport_failure(&self) -> bool {
+        self.transport
     }
 
     /// The innermost transport error, if the transport produced this status (for example

@@ -530,3 +530,133 @@ fn presence_and_elections_from_the_command_line() {
     assert!(ok);
     assert_eq!(json(&out)["leader"], Value::Null, "resigned on SIGTERM");
 }
+
+/// Issue 9, item 14: `zaris watch`, `presence watch`, `elect --listen` and a waiting `lock` exited
+/// 1 ("the outcome is unknown") when the member they were connected to was killed. They resume on
+/// another member: watches from the last delivered revision, and a waiting lock keeps its place in
+/// the queue.
+#[test]
+fn streams_and_waiting_locks_survive_the_death_of_their_member() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut nodes = runtime.block_on(crate::procs::three_nodes(root.path()));
+    let admin = runtime.block_on(client(&[&nodes[0].addr, &nodes[1].addr, &nodes[2].addr]));
+    let leader_id = runtime.block_on(async {
+        crate::procs::eventually("a leader", COMMAND_TIMEOUT, || async {
+            let status = admin.status().await.ok()?;
+            (status.raft_leader_id != 0).then_some(status.raft_leader_id)
+        })
+        .await
+    });
+    let leader = nodes
+        .iter()
+        .position(|n| n.id == leader_id)
+        .expect("the leader is one of ours");
+    // Every command lists the leader first, so its streams and lock waits go there.
+    let mut order: Vec<&str> = vec![nodes[leader].addr.as_str()];
+    order.extend(
+        nodes
+            .iter()
+            .filter(|n| n.id != leader_id)
+            .map(|n| n.addr.as_str()),
+    );
+    let all = order.join(",");
+    let survivors = order[1..].join(",");
+    let waiters = |count: u64| {
+        let admin = &admin;
+        runtime.block_on(async {
+            crate::procs::eventually("the lock queue", COMMAND_TIMEOUT, || async {
+                let status = admin.lock_status("m").await.ok()?;
+                (status.waiters == count).then_some(())
+            })
+            .await
+        })
+    };
+
+    let holder = ClientProc::start(&all, &["lock", "m", "--ttl", "3s"]);
+    poll("the holder to hold m", COMMAND_TIMEOUT, || {
+        holder.json_lines().into_iter().next()
+    });
+    let first = ClientProc::start(&all, &["lock", "m", "--ttl", "3s"]);
+    waiters(1);
+    let second = ClientProc::start(&all, &["lock", "m", "--ttl", "3s"]);
+    waiters(2);
+    let mut watch = ClientProc::start(&all, &["watch", "w/", "--prefix", "--count", "2"]);
+    let presence = ClientProc::start(&all, &["presence", "watch", "grp"]);
+    let mut listener = ClientProc::start(&all, &["elect", "e", "--listen", "--count", "2"]);
+    poll("the election listener to start", COMMAND_TIMEOUT, || {
+        listener.json_lines().into_iter().next()
+    });
+    // The watches are established once a put made now is seen: then kill their member.
+    let (ok, _, err) = run(&all, &["put", "w/0-before", "x"]);
+    assert!(ok, "{err}");
+    // (`--count 2` on the watch: this put and one after the failover.)
+    poll("the watch to see the first put", COMMAND_TIMEOUT, || {
+        (!watch.json_lines().is_empty()).then_some(())
+    });
+
+    nodes[leader].kill();
+
+    let (ok, _, err) = run(&survivors, &["put", "w/1-after", "y"]);
+    assert!(ok, "{err}");
+    let joiner = ClientProc::start(
+        &survivors,
+        &["presence", "join", "grp", "m-1", "--ttl", "3s"],
+    );
+    let candidate = ClientProc::start(&survivors, &["elect", "e", "node-b", "--ttl", "3s"]);
+
+    assert!(watch.wait(COMMAND_TIMEOUT).success(), "{}", watch.stderr());
+    let events = watch.json_lines();
+    let keys: Vec<&str> = events.iter().filter_map(|e| e["key"].as_str()).collect();
+    assert_eq!(keys, ["w/0-before", "w/1-after"], "no gap, no duplicate");
+    poll("presence watch to see m-1 join", COMMAND_TIMEOUT, || {
+        presence
+            .json_lines()
+            .into_iter()
+            .find(|e| e["event"] == "joined" && e["member"] == "m-1")
+    });
+    assert!(
+        listener.wait(COMMAND_TIMEOUT).success(),
+        "{}",
+        listener.stderr()
+    );
+    let seen = listener.json_lines();
+    assert_eq!(
+        seen.last().map(|l| l["leader"]["value"].clone()),
+        Some("node-b".into())
+    );
+
+    // The waiting locks kept their places: the holder lets go, the first waiter gets the lock,
+    // the second still waits.
+    holder.signal("TERM");
+    let acquired = poll("the first waiter to get the lock", COMMAND_TIMEOUT, || {
+        first
+            .json_lines()
+            .into_iter()
+            .find(|l| l["event"] == "acquired")
+    });
+    assert!(acquired["token"].as_u64().is_some());
+    assert!(
+        second.json_lines().is_empty(),
+        "the second waiter must still wait"
+    );
+    first.signal("TERM");
+    poll("the second waiter to get the lock", COMMAND_TIMEOUT, || {
+        second
+            .json_lines()
+            .into_iter()
+            .find(|l| l["event"] == "acquired")
+    });
+    for proc in [&first, &second, &presence, &joiner, &candidate] {
+        assert!(
+            proc.stderr().is_empty() || !proc.stderr().contains("outcome is unknown"),
+            "{}",
+            proc.stderr()
+        );
+    }
+    drop((holder, first, second, presence, joiner, candidate));
+}
