@@ -324,7 +324,8 @@ pub enum LeaseCmd {
         /// Time to live (e.g. 5s, 1500ms, 2m); must lie within the cluster's TTL bounds.
         #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
         ttl: Duration,
-        /// Ask for this lease id instead of letting the server choose.
+        /// Ask for this lease id instead of letting the server choose. Ids are never reused: it
+        /// must be above every id the cluster has granted (else the grant answers id_in_use).
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         id: Option<u64>,
     },

@@ -327,8 +327,20 @@ fn a_lost_lock_terminates_the_command() {
     let lease = leases[0]["id"].as_u64().expect("lease id");
     let (ok, _, err) = run(addr, &["lease", "revoke", &lease.to_string()]);
     assert!(ok, "{err}");
-
     let revoked = Instant::now();
+    // Issue 9, hole 1: an operator granting a lease with the revoked id again let the old
+    // holder's keepalive renew the new lease, so it never noticed it had lost the lock.
+    let (ok, out, err) = run(
+        addr,
+        &["lease", "grant", "--ttl", "30s", "--id", &lease.to_string()],
+    );
+    assert!(
+        !ok,
+        "an ended lease's id must never be granted again: {out}"
+    );
+    assert_eq!(json(&out)["result"], "id_in_use");
+    assert!(err.contains("never reused"), "{err}");
+
     let status = locker.wait(Duration::from_secs(10));
     assert!(!status.success());
     assert!(
