@@ -11,7 +11,7 @@ use zaris_proto::v1::RevokeResult;
 use crate::client::Client;
 use crate::error::Error;
 use crate::keepalive::{Command, ExpiredReason, LeaseState, Shared, Timing};
-use crate::queue_place::WaitSlots;
+use crate::queue_place::Claims;
 
 /// A lease this client keeps alive until it is revoked, dropped, or lost.
 ///
@@ -61,8 +61,8 @@ struct Inner {
     shared: Arc<Shared>,
     /// Set once revoked through this handle: nothing left to do on drop.
     closed: AtomicBool,
-    /// Lock waits of this lease, by lock name (see [`crate::queue_place`]).
-    waits: WaitSlots,
+    /// This process's waits and guards of this lease, by lock name (see [`crate::queue_place`]).
+    claims: Claims,
 }
 
 impl Client {
@@ -97,7 +97,7 @@ impl Client {
                 granted_ttl: ttl,
                 shared,
                 closed: AtomicBool::new(false),
-                waits: WaitSlots::default(),
+                claims: Claims::default(),
             }),
         }
     }
@@ -119,8 +119,8 @@ impl Lease {
         &self.inner.client
     }
 
-    pub(crate) fn wait_slots(&self) -> &WaitSlots {
-        &self.inner.waits
+    pub(crate) fn claims(&self) -> &Claims {
+        &self.inner.claims
     }
 
     /// True while the lease is certainly held: before the safe deadline, and not reported lost.

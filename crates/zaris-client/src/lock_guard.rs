@@ -1,5 +1,6 @@
 //! [`LockGuard`]: a held lock with its fencing token, taken by a [`Lease`].
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use crate::error::Error;
 use crate::keepalive::ExpiredReason;
 use crate::kv::{DeleteOptions, PutOptions};
 use crate::lease_handle::Lease;
-use crate::queue_place::QueuePlace;
+use crate::queue_place::{Holding, QueuePlace};
 
 /// One Lock call blocks at most this long on the server before the client asks again (below the
 /// cluster's `max_lock_wait_ms`; a long wait is a chain of these).
@@ -35,6 +36,8 @@ pub struct LockGuard {
     name: String,
     token: u64,
     released: AtomicBool,
+    /// This guard's share of the lease's claim on the lock (see `queue_place`).
+    holding: Mutex<Option<Holding>>,
 }
 
 impl Lease {
@@ -60,8 +63,7 @@ impl Lease {
         let mut place = self.enter_queue(&name).await;
         loop {
             if let Some(token) = self.wait_for(&mut place, LOCK_WAIT_CHUNK).await? {
-                place.keep();
-                return self.guard(name, token);
+                return self.guard(name, token, place.hold());
             }
         }
     }
@@ -75,10 +77,7 @@ impl Lease {
         let mut place = self.enter_queue(&name).await;
         let response = place.call(false, Duration::ZERO).await?;
         match LockResult::try_from(response.result) {
-            Ok(LockResult::Held) => {
-                place.keep();
-                self.guard(name, response.token).map(Some)
-            }
+            Ok(LockResult::Held) => self.guard(name, response.token, place.hold()).map(Some),
             Ok(LockResult::Busy) => {
                 place.keep();
                 Ok(None)
@@ -107,8 +106,7 @@ impl Lease {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if let Some(token) = self.wait_for(&mut place, left.min(LOCK_WAIT_CHUNK)).await? {
-                place.keep();
-                return self.guard(name, token).map(Some);
+                return self.guard(name, token, place.hold()).map(Some);
             }
             if Instant::now() >= deadline {
                 break;
@@ -116,7 +114,7 @@ impl Lease {
         }
         // Out of time: leave the queue, unless the lock arrived in the meantime.
         match place.withdraw_now().await? {
-            Some(token) => self.guard(name, token).map(Some),
+            Some((token, holding)) => self.guard(name, token, holding).map(Some),
             None => Ok(None),
         }
     }
@@ -124,7 +122,7 @@ impl Lease {
     /// Starts waiting for lock `name`: the returned place is given back if the wait ends
     /// without a guard (dropped, failed, lease lost).
     pub(crate) async fn enter_queue(&self, name: &str) -> QueuePlace {
-        QueuePlace::enter(self.client(), self.wait_slots(), name, self.id()).await
+        QueuePlace::enter(self.client(), self.claims(), name, self.id()).await
     }
 
     /// One Lock call that may block up to `wait`: `Some(token)` once held, `None` while still
@@ -146,12 +144,13 @@ impl Lease {
         }
     }
 
-    fn guard(&self, name: String, token: u64) -> Result<LockGuard, Error> {
+    fn guard(&self, name: String, token: u64, holding: Holding) -> Result<LockGuard, Error> {
         let guard = LockGuard {
             lease: self.clone(),
             name,
             token,
             released: AtomicBool::new(false),
+            holding: Mutex::new(Some(holding)),
         };
         // Granted, but the lease can no longer be proven held: the lock is useless to us. The
         // guard is dropped unreleased, so it is released in the background (fenced by its token).
@@ -276,14 +275,17 @@ impl LockGuard {
     /// Releases the lock (fenced: only if this token still holds it, [`Error::NotHeld`]
     /// otherwise). The next waiter gets it with a higher token.
     pub async fn unlock(self) -> Result<(), Error> {
-        self.released.store(true, Ordering::Release);
+        // If the call fails, the guard is dropped unreleased and releases in the background.
         let response = self
             .lease
             .client()
             .unlock(self.name.clone(), self.lease.id(), self.token)
             .await?;
         match UnlockResult::try_from(response.result) {
-            Ok(UnlockResult::Released) => Ok(()),
+            Ok(UnlockResult::Released) => {
+                self.mark_released();
+                Ok(())
+            }
             Ok(UnlockResult::NotHolder) => Err(self.not_held()),
             _ => Err(unexpected(
                 response.header.as_ref(),
@@ -294,7 +296,7 @@ impl LockGuard {
 
     /// The store refused this token: the lock is certainly not held any more.
     fn not_held(&self) -> Error {
-        self.released.store(true, Ordering::Release);
+        self.mark_released();
         Error::NotHeld {
             lock: self.name.clone(),
             token: self.token,
@@ -302,20 +304,34 @@ impl LockGuard {
     }
 }
 
+impl LockGuard {
+    /// No release is owed any more (released, or lost): this guard's share of the claim ends.
+    fn mark_released(&self) {
+        self.released.store(true, Ordering::Release);
+        if let Some(holding) = self.take_holding() {
+            holding.released();
+        }
+    }
+
+    fn take_holding(&self) -> Option<Holding> {
+        self.holding
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+}
+
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if self.released.load(Ordering::Acquire) {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        let Some(holding) = self.take_holding() else {
             return;
         };
-        let client = self.lease.client().clone();
-        let (name, lease, token) = (self.name.clone(), self.lease.id(), self.token);
-        runtime.spawn(async move {
-            if let Err(err) = client.unlock(name, lease, token).await {
-                tracing::debug!(lease_id = lease, error = %err, "releasing a dropped lock failed");
-            }
-        });
+        if self.released.load(Ordering::Acquire) {
+            holding.released();
+            return;
+        }
+        // Released in the background, fenced by the token, unless another wait or guard of this
+        // lease for the same lock still owns the claim.
+        holding.abandon(self.lease.client(), &self.name, self.lease.id(), self.token);
     }
 }

@@ -1,96 +1,103 @@
-//! [`QueuePlace`]: a lease's place in a lock's queue, owned by the call that is waiting for it, and
-//! given back if that call ends without a [`LockGuard`](crate::LockGuard).
+//! Who in this process holds a lease's claim on a lock, and giving the claim back when nobody
+//! does.
 //!
 //! The hole this closes (issue 9): a `lease.lock(..)` or `campaign(..)` future dropped by a
 //! timeout, a `select!` or a task abort left the lease queued. When the entry reached the head,
 //! the lease held the lock with nobody holding a guard, kept alive by the background keeper, and
 //! nobody else could ever take it.
 //!
-//! Two things make giving the place back subtle:
+//! Three things make giving the claim back subtle:
 //! - **A Lock call may still be in flight** when the waiting future is dropped: its LockAcquire
 //!   may apply *after* a withdrawal sent at once, queueing the lease again. So every Lock call
 //!   runs as its own task, and the withdrawal waits for that task's answer (which comes after its
 //!   entry applied) and withdraws again if the answer left the lease queued or holding.
-//! - **A lock is held by a lease, not by a call**: a new wait for the same (lease, lock) that
-//!   starts while an old one is being withdrawn is indistinguishable on the server. Each
-//!   (lease, lock) has a [`WaitSlot`]: withdrawals and the start of a wait take its `turn` in
-//!   order, and a withdrawal stands down once a newer wait (a higher `generation`) has started,
-//!   since that wait now owns the place.
+//! - **A lock is held by a lease, not by a call**: the cluster cannot tell two waits (or a wait
+//!   and a guard) of one lease for one lock apart. So each (lease, lock) has a [`Claim`] counting
+//!   the waits ([`QueuePlace`]) and guards ([`Holding`]) of this process, and a claim is given
+//!   back (withdrawn, or released) only when both counts are zero: a wait or guard that still
+//!   exists owns it.
+//! - **Order**: starting a wait and giving a claim back take the claim's `turn`, so a withdrawal
+//!   decided before a new wait began has reached the cluster before that wait's first Lock call.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::task::JoinHandle;
 use zaris_proto::v1::{LockResponse, LockResult, UnlockResult};
 
-use crate::client::Client;
+use crate::client::{Client, unexpected};
 use crate::error::Error;
 
-/// The turn and generation of one (lease, lock).
+/// What this process has of one (lease, lock).
 #[derive(Debug, Default)]
-pub(crate) struct WaitSlot {
+pub(crate) struct Claim {
     turn: tokio::sync::Mutex<()>,
-    generation: AtomicU64,
+    waits: AtomicUsize,
+    guards: AtomicUsize,
 }
 
-/// A lease's wait slots, by lock name.
-#[derive(Debug, Default)]
-pub(crate) struct WaitSlots(Mutex<BTreeMap<String, Arc<WaitSlot>>>);
+impl Claim {
+    /// Nobody here waits for or holds the lock: a claim the cluster still has is unowned.
+    fn unowned(&self) -> bool {
+        self.waits.load(Ordering::SeqCst) == 0 && self.guards.load(Ordering::SeqCst) == 0
+    }
+}
 
-impl WaitSlots {
-    fn get(&self, name: &str) -> Arc<WaitSlot> {
-        let mut slots = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        // Forget slots nobody uses any more, so a lease that locks many names does not grow.
-        slots.retain(|_, slot| Arc::strong_count(slot) > 1);
-        slots.entry(name.to_owned()).or_default().clone()
+/// A lease's claims, by lock name.
+#[derive(Debug, Default)]
+pub(crate) struct Claims(Mutex<BTreeMap<String, Arc<Claim>>>);
+
+impl Claims {
+    fn get(&self, name: &str) -> Arc<Claim> {
+        let mut claims = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        // Forget claims nobody refers to any more, so a lease that locks many names stays small.
+        claims.retain(|_, claim| Arc::strong_count(claim) > 1);
+        claims.entry(name.to_owned()).or_default().clone()
     }
 }
 
 /// A Lock call running as its own task, so that dropping the waiter does not drop the call.
-pub(crate) type LockCall = JoinHandle<Result<LockResponse, Error>>;
+type LockCall = JoinHandle<Result<LockResponse, Error>>;
 
-/// The place of `lease` in the queue of lock `name`, from the first Lock call until a guard takes
-/// over ([`QueuePlace::keep`]) or the place is given back (explicitly, or on drop).
+/// One wait of `lease` for lock `name`, from its first Lock call until it is kept (a guard takes
+/// over, or it ended without queueing) or given back (explicitly, or on drop).
 #[derive(Debug)]
 pub(crate) struct QueuePlace {
     client: Client,
     name: String,
     lease: u64,
-    slot: Arc<WaitSlot>,
-    generation: u64,
+    claim: Arc<Claim>,
     /// The Lock call whose answer has not been seen yet.
     in_flight: Option<LockCall>,
     armed: bool,
 }
 
 impl QueuePlace {
-    /// Starts a wait: after any withdrawal of an earlier wait for the same (lease, lock) has sent
-    /// its cancel, and making every such withdrawal stand down from now on.
+    /// Starts a wait, after any claim given back earlier has reached the cluster.
     pub(crate) async fn enter(
         client: &Client,
-        slots: &WaitSlots,
+        claims: &Claims,
         name: &str,
         lease: u64,
     ) -> QueuePlace {
-        let slot = slots.get(name);
-        let generation = {
-            let _turn = slot.turn.lock().await;
-            slot.generation.fetch_add(1, Ordering::AcqRel) + 1
-        };
+        let claim = claims.get(name);
+        {
+            let _turn = claim.turn.lock().await;
+            claim.waits.fetch_add(1, Ordering::SeqCst);
+        }
         QueuePlace {
             client: client.clone(),
             name: name.to_owned(),
             lease,
-            slot,
-            generation,
+            claim,
             in_flight: None,
             armed: true,
         }
     }
 
     /// Runs one Lock call as a task and waits for its answer. If the caller stops waiting, the
-    /// call goes on and the withdrawal on drop waits for it.
+    /// call goes on, and the claim's return on drop waits for it.
     pub(crate) async fn call(
         &mut self,
         wait: bool,
@@ -103,28 +110,48 @@ impl QueuePlace {
         let answer = call.await;
         self.in_flight = None;
         answer.unwrap_or_else(|joined| {
-            Err(crate::client::unexpected(
+            Err(unexpected(
                 None,
                 format!("the lock call task failed: {joined}"),
             ))
         })
     }
 
-    /// A guard took over the place: nothing to give back.
+    /// The lock was granted: a guard takes over the claim.
+    pub(crate) fn hold(mut self) -> Holding {
+        // The guard count rises before the wait count falls: a claim is never seen unowned in
+        // between.
+        self.claim.guards.fetch_add(1, Ordering::SeqCst);
+        self.disarm();
+        Holding {
+            claim: self.claim.clone(),
+        }
+    }
+
+    /// The wait ended without queueing (a lock not free for `try_lock`): nothing to give back.
     pub(crate) fn keep(mut self) {
-        self.armed = false;
+        self.disarm();
+    }
+
+    fn disarm(&mut self) {
+        if std::mem::replace(&mut self.armed, false) {
+            self.claim.waits.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 
     /// Gives the place back now: `Some(token)` if the lock had been handed over meanwhile (the
-    /// caller may keep it: this place then becomes its guard's), `None` once withdrawn.
-    pub(crate) async fn withdraw_now(mut self) -> Result<Option<u64>, Error> {
-        let _turn = self.slot.turn.lock().await;
+    /// caller keeps it, through the returned [`Holding`]), `None` once withdrawn.
+    pub(crate) async fn withdraw_now(self) -> Result<Option<(u64, Holding)>, Error> {
+        let turn = self.claim.turn.lock().await;
         let response = self.client.unlock(self.name.clone(), self.lease, 0).await?;
-        self.armed = false;
+        drop(turn);
         match UnlockResult::try_from(response.result) {
-            Ok(UnlockResult::Held) => Ok(Some(response.token)),
-            Ok(UnlockResult::Withdrawn | UnlockResult::NotHolder) => Ok(None),
-            _ => Err(crate::client::unexpected(
+            Ok(UnlockResult::Held) => Ok(Some((response.token, self.hold()))),
+            Ok(UnlockResult::Withdrawn | UnlockResult::NotHolder) => {
+                self.keep();
+                Ok(None)
+            }
+            _ => Err(unexpected(
                 response.header.as_ref(),
                 format!("unlock result {} for a withdrawal", response.result),
             )),
@@ -137,38 +164,76 @@ impl Drop for QueuePlace {
         if !self.armed {
             return;
         }
-        // No runtime (dropped after it shut down): nothing can be sent; the lease's end frees
-        // the place.
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let withdrawal = Withdrawal {
+        self.disarm();
+        let giveback = GiveBack {
             client: self.client.clone(),
             name: std::mem::take(&mut self.name),
             lease: self.lease,
-            slot: self.slot.clone(),
-            generation: self.generation,
+            claim: self.claim.clone(),
         };
-        let in_flight = self.in_flight.take();
-        runtime.spawn(withdrawal.run(in_flight));
+        giveback.spawn(self.in_flight.take(), None);
     }
 }
 
-/// Gives back a place whose waiter went away, in the background.
-struct Withdrawal {
+/// A guard's share of a claim; given back (the lock released, fenced) when the last share of the
+/// claim is dropped without an explicit release.
+#[derive(Debug)]
+pub(crate) struct Holding {
+    claim: Arc<Claim>,
+}
+
+impl Holding {
+    /// The guard released the lock itself (or learned it lost it).
+    pub(crate) fn released(self) {
+        self.claim.guards.fetch_sub(1, Ordering::SeqCst);
+        std::mem::forget(self);
+    }
+
+    /// The guard was dropped while holding lock `name` with `token`: release it in the
+    /// background, unless another wait or guard of this process for it still exists.
+    pub(crate) fn abandon(self, client: &Client, name: &str, lease: u64, token: u64) {
+        self.claim.guards.fetch_sub(1, Ordering::SeqCst);
+        let giveback = GiveBack {
+            client: client.clone(),
+            name: name.to_owned(),
+            lease,
+            claim: self.claim.clone(),
+        };
+        std::mem::forget(self);
+        giveback.spawn(None, Some(token));
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        // Only reached when neither `released` nor `abandon` ran (a guard that never existed).
+        self.claim.guards.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Gives back a claim nobody in this process owns any more, in the background.
+struct GiveBack {
     client: Client,
     name: String,
     lease: u64,
-    slot: Arc<WaitSlot>,
-    generation: u64,
+    claim: Arc<Claim>,
 }
 
-impl Withdrawal {
-    async fn run(self, in_flight: Option<LockCall>) {
-        self.cancel_unless_superseded().await;
+impl GiveBack {
+    fn spawn(self, in_flight: Option<LockCall>, token: Option<u64>) {
+        // No runtime (dropped after it shut down): nothing can be sent; the lease's end gives the
+        // claim back.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(self.run(in_flight, token));
+    }
+
+    async fn run(self, in_flight: Option<LockCall>, token: Option<u64>) {
+        self.give_back_if_unowned(token).await;
         let Some(call) = in_flight else { return };
         // The call's answer comes after its LockAcquire applied: if it left the lease queued or
-        // holding, that happened after the cancel above, so cancel again.
+        // holding, that happened after the withdrawal above, so give the claim back again.
         let answer = call.await;
         let placed = matches!(
             &answer,
@@ -179,23 +244,31 @@ impl Withdrawal {
                 )
         );
         if placed {
-            self.cancel_unless_superseded().await;
+            self.give_back_if_unowned(None).await;
         }
     }
 
-    /// Withdraws the lease from the queue, releasing the lock if it was handed over meanwhile,
-    /// unless a newer wait for the same (lease, lock) started: that wait owns the place now.
-    async fn cancel_unless_superseded(&self) {
-        let _turn = self.slot.turn.lock().await;
-        if self.slot.generation.load(Ordering::Acquire) != self.generation {
+    /// Withdraws the lease from the queue (or releases the lock with `token`, or with the token
+    /// the withdrawal reports if the lock was handed over meanwhile), unless a wait or guard of
+    /// this process for the lock exists now: it owns the claim.
+    async fn give_back_if_unowned(&self, token: Option<u64>) {
+        let _turn = self.claim.turn.lock().await;
+        if !self.claim.unowned() {
             return;
         }
         let result = async {
-            let response = self.client.unlock(self.name.clone(), self.lease, 0).await?;
-            if UnlockResult::try_from(response.result) == Ok(UnlockResult::Held) {
-                // Handed over before the withdrawal applied: release it, fenced by its token.
+            let token = match token {
+                Some(token) => Some(token),
+                None => {
+                    let response = self.client.unlock(self.name.clone(), self.lease, 0).await?;
+                    (UnlockResult::try_from(response.result) == Ok(UnlockResult::Held))
+                        .then_some(response.token)
+                }
+            };
+            if let Some(token) = token {
+                // Held: release it, fenced by its token.
                 self.client
-                    .unlock(self.name.clone(), self.lease, response.token)
+                    .unlock(self.name.clone(), self.lease, token)
                     .await?;
             }
             Ok::<_, Error>(())
@@ -205,13 +278,13 @@ impl Withdrawal {
             Ok(()) => tracing::debug!(
                 lease_id = self.lease,
                 lock = %self.name,
-                "gave back the queue place of an abandoned lock wait"
+                "gave back an abandoned claim on a lock"
             ),
             Err(err) => tracing::debug!(
                 lease_id = self.lease,
                 lock = %self.name,
                 error = %err,
-                "giving back the queue place of an abandoned lock wait failed"
+                "giving back an abandoned claim on a lock failed"
             ),
         }
     }

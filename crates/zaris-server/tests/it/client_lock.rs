@@ -310,3 +310,29 @@ async fn lock_timeout_without_a_bound_waits_like_lock() {
     assert!(guard.is_held());
     cluster.shutdown().await;
 }
+
+/// A guard dropped (released in the background) and the same lock taken again by the same lease
+/// at once: the background release must not take the new guard's lock away. (The cluster cannot
+/// tell the two apart: both are the same lease.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_guard_does_not_release_a_new_guard_of_the_same_lease() {
+    let cluster = TestCluster::start(1).await;
+    cluster.leader().await;
+    let client = cluster.client(&[1]).await;
+    let lease = client.lease(Duration::from_secs(30)).await.expect("lease");
+    for _ in 0..10 {
+        let first = lease.lock("again").await.expect("lock");
+        drop(first);
+        let second = lease.lock("again").await.expect("lock again");
+        // Give any background release time to land, then check the lock is still ours.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let status = client.lock_status("again").await.expect("status");
+        assert_eq!(
+            (status.holder_lease, status.token),
+            (lease.id(), second.token()),
+            "the new guard lost its lock"
+        );
+        second.unlock().await.expect("unlock");
+    }
+    cluster.shutdown().await;
+}
