@@ -31,6 +31,9 @@ pub const MAX_LEASE_LIST: usize = 10_000;
 pub const MAX_RANGE_KEYS: u64 = 10_000;
 /// Entries between snapshots.
 pub const DEFAULT_SNAPSHOT_ENTRIES: u64 = 50_000;
+/// Most log entries kept behind a snapshot when the log is compacted (fewer if snapshots are
+/// taken more often), so a follower slightly behind catches up from the log, not a snapshot.
+pub const MAX_LOG_KEPT_AFTER_SNAPSHOT: u64 = 1_000;
 /// Default for [`NodeConfig::watch_history_max_events`]: most events a node keeps for watchers.
 /// A watch cannot start further back (COMPACTED), and one that falls this far behind is canceled
 /// (SLOW_CONSUMER).
@@ -145,6 +148,10 @@ impl NodeConfig {
             bail!("--join and --initial-cluster exclude each other");
         }
         ensure!(self.expire_batch >= 1, "expire batch must be at least 1");
+        ensure!(
+            self.snapshot_entries >= 1,
+            "snapshot entries must be at least 1"
+        );
         ensure!(
             self.renew_inflight >= 1,
             "renew pipelining must be at least 1"

@@ -138,7 +138,9 @@ impl Node {
             max_payload_entries: MAX_PAYLOAD_ENTRIES,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_entries),
             replication_lag_threshold: config.snapshot_entries.saturating_mul(2),
-            max_in_snapshot_log_to_keep: 1_000,
+            max_in_snapshot_log_to_keep: config
+                .snapshot_entries
+                .min(crate::config::MAX_LOG_KEPT_AFTER_SNAPSHOT),
             purge_batch_size: 256,
             enable_pre_vote: Some(true),
             // Replicate entries as soon as they are written locally, so the leader's fsync and

@@ -57,6 +57,9 @@ pub struct ServeArgs {
     /// Cluster name; nodes of different clusters refuse each other. Default "zaris".
     #[arg(long, env = "ZARIS_CLUSTER_NAME")]
     cluster_name: Option<String>,
+    /// Take a snapshot and compact the log every this many entries. Default 50000.
+    #[arg(long, env = "ZARIS_SNAPSHOT_ENTRIES")]
+    snapshot_entries: Option<u64>,
     /// Once serving, write the bound address to this file (for scripts that use port 0).
     #[arg(long, env = "ZARIS_READY_FILE")]
     ready_file: Option<PathBuf>,
@@ -78,7 +81,8 @@ struct FaultArgs {
     #[arg(long, env = "ZARIS_CLOCK_RATE", hide = true)]
     clock_rate: Option<f64>,
     /// Switch on a deliberate safety bug (repeatable, or comma-separated): stale-reads,
-    /// lock-ignores-holder, early-expiry, ack-before-commit.
+    /// lock-ignores-holder, early-expiry, ack-before-commit, slightly-early-expiry,
+    /// no-promotion-extension, renew-ack-before-commit, lease-id-reuse.
     #[arg(
         long = "bug",
         env = "ZARIS_BUG",
@@ -125,6 +129,7 @@ struct FileConfig {
     revoke_rate: Option<u32>,
     min_ttl_ms: Option<u64>,
     cluster_name: Option<String>,
+    snapshot_entries: Option<u64>,
     ready_file: Option<PathBuf>,
 }
 
@@ -201,6 +206,9 @@ fn build_config(args: &ServeArgs) -> anyhow::Result<(NodeConfig, Option<PathBuf>
     }
     if let Some(name) = args.cluster_name.clone().or(file.cluster_name) {
         config.cluster_name = name;
+    }
+    if let Some(entries) = args.snapshot_entries.or(file.snapshot_entries) {
+        config.snapshot_entries = entries;
     }
     #[cfg(feature = "fault-injection")]
     {
@@ -291,7 +299,7 @@ mod tests {
         let file = dir.path().join("zaris.toml");
         std::fs::write(
             &file,
-            "node_id = 3\nelection_timeout_ms = 600\nheartbeat_ms = 50\nmin_ttl_ms = 1000\n",
+            "node_id = 3\nelection_timeout_ms = 600\nheartbeat_ms = 50\nmin_ttl_ms = 1000\nsnapshot_entries = 70\n",
         )
         .expect("write");
         let args = ServeArgs {
@@ -300,6 +308,7 @@ mod tests {
             ..ServeArgs::default()
         };
         let (config, _) = build_config(&args).expect("config");
+        assert_eq!(config.snapshot_entries, 70);
         assert_eq!(config.node_id, 3);
         assert_eq!(config.election_timeout_ms, 600);
         assert_eq!(config.heartbeat_ms, 40);
@@ -382,5 +391,11 @@ mod tests {
                 .to_string()
                 .contains("must exceed the election timeout")
         );
+        let args = ServeArgs {
+            snapshot_entries: Some(0),
+            ..ServeArgs::default()
+        };
+        let error = build_config(&args).expect_err("no snapshot interval");
+        assert!(error.to_string().contains("snapshot entries"));
     }
 }
