@@ -14,9 +14,20 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
+use zaris_client::proto::MemberKind;
 use zaris_client::{Client, ClientOptions};
 
 use crate::proxy::{Link, Shape};
+
+/// How long a removed node may take to be a voter again.
+const REJOIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Membership calls: patient enough for a leader change in the middle.
+fn admin_options() -> ClientOptions {
+    ClientOptions::default()
+        .with_request_timeout(Duration::from_secs(5))
+        .with_retry_deadline(Duration::from_secs(10))
+}
 
 /// How to run the cluster.
 #[derive(Clone, Debug)]
@@ -31,12 +42,19 @@ pub struct Spec {
     pub bugs: Vec<String>,
     /// Lessor clock rates per node (`--clock-rate`).
     pub clock_rates: BTreeMap<u64, f64>,
+    /// `--snapshot-entries`: small values make lagging nodes catch up by snapshot install.
+    pub snapshot_entries: Option<u64>,
+    /// `--snapshot-install-pause-ms`: the window in which the nemesis kills an installing node.
+    pub snapshot_install_pause_ms: Option<u64>,
 }
 
 #[derive(Debug)]
 struct Node {
     child: Option<Child>,
     paused: bool,
+    /// Removed from the membership, killed and wiped: it comes back with `--join` and
+    /// `member add`.
+    removed: bool,
     log: PathBuf,
 }
 
@@ -68,7 +86,7 @@ impl Cluster {
             peer_links,
         };
         for &id in &ids {
-            cluster.launch(id).await?;
+            cluster.launch(id, false).await?;
         }
         Ok(cluster)
     }
@@ -93,7 +111,9 @@ impl Cluster {
             .collect()
     }
 
-    async fn launch(&mut self, id: u64) -> Result<()> {
+    /// Starts node `id`: a member of the initial cluster, or (`join`) an empty node that waits
+    /// for `member add`.
+    async fn launch(&mut self, id: u64, join: bool) -> Result<()> {
         let spec = &self.spec;
         let ready = spec.root.join(format!("node-{id}.ready"));
         let _ = std::fs::remove_file(&ready);
@@ -128,7 +148,6 @@ impl Cluster {
             .arg(self.data_dir(id))
             .arg("--ready-file")
             .arg(&ready)
-            .args(["--initial-cluster", &initial.join(",")])
             .args(["--peer-override", &overrides.join(",")])
             .args([
                 "--election-timeout-ms",
@@ -142,6 +161,17 @@ impl Cluster {
             .stdout(Stdio::null())
             .stderr(log_file)
             .kill_on_drop(true);
+        if join {
+            command.arg("--join");
+        } else {
+            command.args(["--initial-cluster", &initial.join(",")]);
+        }
+        if let Some(entries) = spec.snapshot_entries {
+            command.args(["--snapshot-entries", &entries.to_string()]);
+        }
+        if let Some(pause_ms) = spec.snapshot_install_pause_ms {
+            command.args(["--snapshot-install-pause-ms", &pause_ms.to_string()]);
+        }
         for bug in &spec.bugs {
             command.args(["--bug", bug]);
         }
@@ -156,6 +186,7 @@ impl Cluster {
             Node {
                 child: Some(child),
                 paused: false,
+                removed: false,
                 log: log.clone(),
             },
         );
@@ -184,12 +215,82 @@ impl Cluster {
         }
     }
 
-    /// Starts a killed node again on its data dir.
+    /// Starts a killed node again on its data dir; a removed one joins again, empty.
     pub async fn restart(&mut self, id: u64) -> Result<()> {
         if self.is_running(id) {
             return Ok(());
         }
-        self.launch(id).await
+        if self.nodes.get(&id).is_some_and(|n| n.removed) {
+            return self.rejoin(id).await;
+        }
+        self.launch(id, false).await
+    }
+
+    /// Removes node `id` from the membership (through a client of the whole cluster), then
+    /// kills it and wipes its data dir: that node is gone for good. Fails, changing nothing, if
+    /// the membership still has the node afterwards.
+    pub async fn remove_member(&mut self, id: u64) -> Result<()> {
+        let client = self.client(admin_options()).await?;
+        if let Err(err) = client.member_remove(id).await {
+            // Indeterminate: look.
+            let members = client.member_list().await.context("member list")?;
+            if members.members.iter().any(|m| m.id == id) {
+                return Err(anyhow::Error::new(err).context(format!("member remove {id}")));
+            }
+        }
+        self.kill(id).await;
+        let dir = self.data_dir(id);
+        std::fs::remove_dir_all(&dir).with_context(|| format!("wiping {}", dir.display()))?;
+        if let Some(node) = self.nodes.get_mut(&id) {
+            node.removed = true;
+        }
+        Ok(())
+    }
+
+    /// Brings a removed node back: started empty with `--join`, added as a learner and promoted
+    /// once it caught up (retried, as an operator would, until it is a voter).
+    async fn rejoin(&mut self, id: u64) -> Result<()> {
+        self.launch(id, true).await?;
+        let address = self.client_links[&id].addr.to_string();
+        let client = self.client(admin_options()).await?;
+        let deadline = Instant::now() + REJOIN_TIMEOUT;
+        let mut last_error = String::new();
+        loop {
+            let member = match client.member_list().await {
+                Ok(list) => list.members.into_iter().find(|m| m.id == id),
+                Err(err) => {
+                    last_error = format!("member list: {err}");
+                    None
+                }
+            };
+            let outcome = match member {
+                Some(m) if m.kind() == MemberKind::Voter => break,
+                Some(_) => client.member_promote(id).await.map(|_| ()),
+                None => client
+                    .member_add(id, address.clone(), true)
+                    .await
+                    .map(|_| ()),
+            };
+            match outcome {
+                Ok(()) => {}
+                Err(err) => last_error = err.to_string(),
+            }
+            if Instant::now() >= deadline {
+                bail!("node {id} is not a voter again after {REJOIN_TIMEOUT:?}: {last_error}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        if let Some(node) = self.nodes.get_mut(&id) {
+            node.removed = false;
+        }
+        Ok(())
+    }
+
+    /// How many lines of node `id`'s log contain `needle` (0 if it cannot be read).
+    pub fn log_count(&self, id: u64, needle: &str) -> usize {
+        std::fs::read_to_string(self.log_path(id))
+            .map(|text| text.lines().filter(|l| l.contains(needle)).count())
+            .unwrap_or(0)
     }
 
     fn signal(&self, id: u64, signal: rustix::process::Signal) {

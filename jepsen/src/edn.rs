@@ -110,6 +110,9 @@ fn write_value(out: &mut String, call: &Call) {
             opt_u64(out, *lease);
             let _ = write!(out, ", :ttl-ms {ttl_ms}}}");
         }
+        Call::GrantId { lease, ttl_ms } => {
+            let _ = write!(out, "{{:lease {lease}, :ttl-ms {ttl_ms}}}");
+        }
         Call::Renew { lease, found } | Call::TimeToLive { lease, found } => {
             let _ = write!(out, "{{:lease {lease}, :found ");
             opt_bool(out, *found);
@@ -360,6 +363,10 @@ mod tests {
                 found: Some(false),
             },
             Call::Revoke { lease: 1 },
+            Call::GrantId {
+                lease: 1,
+                ttl_ms: 1500,
+            },
             Call::PutLeased {
                 lease: 1,
                 keys: vec!["x".into()],

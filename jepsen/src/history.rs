@@ -34,6 +34,10 @@ pub enum Call {
 
     /// Lease workload: grant; `lease` = the id granted (on `ok`).
     Grant { lease: Option<u64>, ttl_ms: u64 },
+    /// Lease workload: grant a lease with a chosen id, `lease`; `ok` = granted with that id,
+    /// `fail` = refused (`ID_IN_USE`: the id was used before). The workload asks only for ids of
+    /// leases that ended, so on a correct Zaris every one fails.
+    GrantId { lease: u64, ttl_ms: u64 },
     /// Lease workload: renew once; `found` = whether the cluster still had it (on `ok`).
     Renew { lease: u64, found: Option<bool> },
     /// Lease workload: revoke.
@@ -110,6 +114,7 @@ impl Call {
             Call::Write { .. } => "write",
             Call::Cas { .. } => "cas",
             Call::Grant { .. } => "grant",
+            Call::GrantId { .. } => "grant-id",
             Call::Renew { .. } => "renew",
             Call::Revoke { .. } => "revoke",
             Call::TimeToLive { .. } => "time-to-live",
@@ -135,6 +140,7 @@ impl Call {
             Call::FencedWrite { accepted, .. } => *accepted = None,
             Call::Write { .. }
             | Call::Cas { .. }
+            | Call::GrantId { .. }
             | Call::Revoke { .. }
             | Call::PutLeased { .. }
             | Call::Release { .. }

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
-use zaris_jepsen::nemesis::Fault;
+use zaris_jepsen::nemesis::{Fault, Schedule};
 use zaris_jepsen::run::{self, RunConfig, RunOutcome};
-use zaris_jepsen::scenarios;
+use zaris_jepsen::scenarios::{self, Expect};
 use zaris_jepsen::workload::Workload;
 
 #[derive(Parser, Debug)]
@@ -60,10 +60,34 @@ enum Cmd {
         /// Run the nodes with a deliberate bug (see `selftest`).
         #[arg(long)]
         bug: Vec<String>,
+        /// With the `clock` fault: the skewed node's lessor clock rate (default: 0.5 for even
+        /// seeds, 1.5 for odd ones).
+        #[arg(long)]
+        clock_rate: Option<f64>,
+        /// How long the nemesis holds each fault, in ms: `MIN..MAX` (default 1000..3000).
+        #[arg(long, value_parser = parse_ms_range)]
+        hold_ms: Option<std::ops::Range<u64>>,
+        /// Aim every fault at the Raft leader, and make every partition isolate it.
+        #[arg(long)]
+        leader_only: bool,
     },
     /// The CI matrix of short scenarios (3 and 5 nodes); every one must pass.
     #[command(after_help = "Example: zaris-jepsen ci --seed 1")]
     Ci {
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// Long run: cycles through every workload and nemesis (3 and 5 nodes), one scenario after
+    /// another with a new seed each, until `--time` is used up; every run must pass.
+    #[command(after_help = "Example: zaris-jepsen soak --time 1800 --seed 1")]
+    Soak {
+        /// Total seconds to soak (runs start until this is used up).
+        #[arg(long, default_value_t = 1800)]
+        time: u64,
+        /// Seconds of faults per run (a quiet, healed phase follows each).
+        #[arg(long, default_value_t = 60)]
+        run_time: u64,
+        /// Run `i` uses seed `seed + i`.
         #[arg(long)]
         seed: Option<u64>,
     },
@@ -120,9 +144,19 @@ async fn main_async(cli: Cli) -> Result<bool> {
             seed,
             concurrency,
             bug,
+            clock_rate,
+            hold_ms,
+            leader_only,
         } => {
             let seed = seed.unwrap_or_else(rand::random);
             let faults: Vec<String> = nemesis.iter().map(|f| f.name().to_owned()).collect();
+            let mut schedule = Schedule {
+                leader_only,
+                ..Schedule::default()
+            };
+            if let Some(hold_ms) = hold_ms {
+                schedule.hold_ms = hold_ms;
+            }
             let config = RunConfig {
                 name: format!("{}-{}", workload.name(), faults.join("-")),
                 workload,
@@ -131,24 +165,16 @@ async fn main_async(cli: Cli) -> Result<bool> {
                 time: Duration::from_secs(time),
                 seed,
                 concurrency,
-                bugs: bug.clone(),
+                bugs: bug,
+                clock_rate,
+                schedule,
                 zaris,
                 store,
             };
             println!("seed {seed}");
             let outcome = run::run(&config).await?;
             print_outcome(&config, &outcome);
-            let bugs: String = bug.iter().map(|b| format!(" --bug {b}")).collect();
-            println!(
-                "reproduce: cargo run -p zaris-jepsen -- test --workload {} --nemesis {} \
-                 --time {time} --nodes {nodes} --concurrency {concurrency} --seed {seed}{bugs}",
-                workload.name(),
-                if faults.is_empty() {
-                    "''".to_owned()
-                } else {
-                    faults.join(",")
-                },
-            );
+            println!("reproduce: {}", reproduce(&config));
             let passed = outcome.passed();
             println!(
                 "{} passed, {} failed",
@@ -180,6 +206,33 @@ async fn main_async(cli: Cli) -> Result<bool> {
             println!("{passed} passed, {failed} failed");
             Ok(failed == 0)
         }
+        Cmd::Soak {
+            time,
+            run_time,
+            seed,
+        } => {
+            let seed = seed.unwrap_or_else(rand::random);
+            println!("seed {seed}");
+            let place = scenarios::Place {
+                zaris: &zaris,
+                store: &store,
+            };
+            let started = std::time::Instant::now();
+            let mut totals = SoakTotals::default();
+            let mut round = 0;
+            while started.elapsed() < Duration::from_secs(time) {
+                let config = scenarios::soak(seed, round, run_time, place);
+                let outcome = run::run(&config).await?;
+                print_outcome(&config, &outcome);
+                if !outcome.passed() {
+                    println!("  reproduce: {}", reproduce(&config));
+                }
+                totals.add(&outcome);
+                round += 1;
+            }
+            totals.print(started.elapsed());
+            Ok(totals.failed == 0)
+        }
         Cmd::Selftest { seed } => {
             let seed = seed.unwrap_or_else(rand::random);
             println!("seed {seed}");
@@ -192,27 +245,34 @@ async fn main_async(cli: Cli) -> Result<bool> {
                 },
             ) {
                 let outcome = run::run(&case.config).await?;
-                let caught = outcome.failed_check(case.must_fail);
+                let (good, what) = match case.expect {
+                    Expect::Caught { checker, rule } => {
+                        let caught = outcome.failed_check(checker, rule);
+                        let rule = rule.map(|r| format!(" ({r})")).unwrap_or_default();
+                        let verb = if caught { "caught by" } else { "NOT caught by" };
+                        (caught, format!("{verb} the {checker:?} checker{rule}"))
+                    }
+                    Expect::Harmless => {
+                        let passed = outcome.passed();
+                        let verb = if passed { "passed" } else { "did NOT pass" };
+                        (passed, format!("harmless by design: {verb} every checker"))
+                    }
+                };
                 println!(
-                    "{:<5} bug {:<20} {} checker {:?} ({} ops, {})",
-                    if caught { "ok" } else { "MISS" },
-                    case.bug,
-                    if caught {
-                        "caught by the"
-                    } else {
-                        "NOT caught by the"
-                    },
-                    case.must_fail,
+                    "{:<5} {:<38} {what} ({} ops, {})",
+                    if good { "ok" } else { "MISS" },
+                    case.config.name,
                     outcome.ops,
                     outcome.dir.display()
                 );
-                if caught {
+                if good {
                     passed += 1;
                 } else {
                     failed += 1;
                     for report in &outcome.reports {
                         println!("  {report}");
                     }
+                    println!("  reproduce: {}", reproduce(&case.config));
                 }
             }
             println!("{passed} passed, {failed} failed");
@@ -221,12 +281,124 @@ async fn main_async(cli: Cli) -> Result<bool> {
     }
 }
 
+/// The `test` command line that runs `config` again.
+fn reproduce(config: &RunConfig) -> String {
+    let faults: Vec<&str> = config.faults.iter().map(|f| f.name()).collect();
+    let mut line = format!(
+        "cargo run -p zaris-jepsen -- test --workload {} --nemesis {} --time {} --nodes {} \
+         --concurrency {} --seed {}",
+        config.workload.name(),
+        if faults.is_empty() {
+            "''".to_owned()
+        } else {
+            faults.join(",")
+        },
+        config.time.as_secs(),
+        config.nodes,
+        config.concurrency,
+        config.seed,
+    );
+    for bug in &config.bugs {
+        line.push_str(&format!(" --bug {bug}"));
+    }
+    if let Some(rate) = config.clock_rate {
+        line.push_str(&format!(" --clock-rate {rate}"));
+    }
+    let default = Schedule::default();
+    if config.schedule.hold_ms != default.hold_ms {
+        let hold = &config.schedule.hold_ms;
+        line.push_str(&format!(" --hold-ms {}..{}", hold.start, hold.end));
+    }
+    if config.schedule.leader_only {
+        line.push_str(" --leader-only");
+    }
+    line
+}
+
+/// `MIN..MAX` in ms, `MIN < MAX`.
+fn parse_ms_range(text: &str) -> Result<std::ops::Range<u64>, String> {
+    let (min, max) = text
+        .split_once("..")
+        .ok_or_else(|| format!("expected MIN..MAX, got {text:?}"))?;
+    let min: u64 = min.trim().parse().map_err(|e| format!("{min:?}: {e}"))?;
+    let max: u64 = max.trim().parse().map_err(|e| format!("{max:?}: {e}"))?;
+    if min >= max {
+        return Err(format!("{min}..{max} is empty"));
+    }
+    Ok(min..max)
+}
+
+/// What a soak did, over all its runs.
+#[derive(Default)]
+struct SoakTotals {
+    passed: usize,
+    failed: usize,
+    ops: usize,
+    faults: std::collections::BTreeMap<&'static str, usize>,
+    /// checker → (pass, fail, unknown)
+    verdicts: std::collections::BTreeMap<&'static str, (usize, usize, usize)>,
+}
+
+impl SoakTotals {
+    fn add(&mut self, outcome: &RunOutcome) {
+        if outcome.passed() {
+            self.passed += 1;
+        } else {
+            self.failed += 1;
+        }
+        self.ops += outcome.ops;
+        for (kind, count) in &outcome.faults {
+            *self.faults.entry(kind).or_insert(0) += count;
+        }
+        for report in &outcome.reports {
+            let counts = self.verdicts.entry(report.name).or_default();
+            match report.verdict {
+                zaris_jepsen::check::Verdict::Pass => counts.0 += 1,
+                zaris_jepsen::check::Verdict::Fail(_) => counts.1 += 1,
+                zaris_jepsen::check::Verdict::Unknown(_) => counts.2 += 1,
+            }
+        }
+    }
+
+    fn print(&self, took: Duration) {
+        println!(
+            "soak: {} runs in {} s ({} passed, {} failed), {} operations",
+            self.passed + self.failed,
+            took.as_secs(),
+            self.passed,
+            self.failed,
+            self.ops
+        );
+        let faults: Vec<String> = self
+            .faults
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        println!("nemesis: {}", faults.join(", "));
+        for (checker, (pass, fail, unknown)) in &self.verdicts {
+            println!("  {checker:<16} pass {pass}, fail {fail}, unknown {unknown}");
+        }
+        println!("{} passed, {} failed", self.passed, self.failed);
+    }
+}
+
 fn print_outcome(config: &RunConfig, outcome: &RunOutcome) {
+    let faults: Vec<String> = outcome
+        .faults
+        .iter()
+        .filter(|(kind, _)| **kind != "heal")
+        .map(|(kind, n)| format!("{kind} {n}"))
+        .collect();
     println!(
-        "{} {} ({} ops, {})",
+        "{} {} ({} ops; {}; {})",
         if outcome.passed() { "PASS" } else { "FAIL" },
         config.name,
         outcome.ops,
+        if faults.is_empty() {
+            "no faults".to_owned()
+        } else {
+            faults.join(", ")
+        },
         outcome.dir.display()
     );
     for report in &outcome.reports {

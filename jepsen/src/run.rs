@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::check::{self, CheckReport, Verdict};
 use crate::cluster::{Cluster, Spec};
 use crate::history::History;
-use crate::nemesis::{self, Fault};
+use crate::nemesis::{self, Fault, Schedule};
 use crate::recorder::Recorder;
 use crate::workload::{self, Ctx, FencedResource, Workload};
 use crate::{edn, logs};
@@ -41,6 +41,11 @@ pub struct RunConfig {
     pub seed: u64,
     pub concurrency: u64,
     pub bugs: Vec<String>,
+    /// With the `clock` fault: the lessor clock rate of the one skewed node; `None` = chosen by
+    /// the seed (0.5 for even seeds, 1.5 for odd ones).
+    pub clock_rate: Option<f64>,
+    /// How the nemesis schedules its faults.
+    pub schedule: Schedule,
     pub zaris: PathBuf,
     /// Where the history and results go (a directory per run is made inside).
     pub store: PathBuf,
@@ -51,6 +56,8 @@ pub struct RunOutcome {
     pub reports: Vec<CheckReport>,
     pub dir: PathBuf,
     pub ops: usize,
+    /// What the nemesis did, by event kind (heals included).
+    pub faults: BTreeMap<&'static str, usize>,
 }
 
 impl RunOutcome {
@@ -58,11 +65,16 @@ impl RunOutcome {
         self.reports.iter().all(|r| r.verdict.is_pass())
     }
 
-    /// Whether the named checker failed outright (not unknown).
-    pub fn failed_check(&self, name: &str) -> bool {
-        self.reports
-            .iter()
-            .any(|r| r.name == name && matches!(r.verdict, Verdict::Fail(_)))
+    /// Whether the named checker failed outright (not unknown), with an explanation from `rule`
+    /// if one is given (a combined checker prefixes each with `[rule]`).
+    pub fn failed_check(&self, name: &str, rule: Option<&str>) -> bool {
+        self.reports.iter().any(|r| match &r.verdict {
+            Verdict::Fail(why) if r.name == name => rule.is_none_or(|rule| {
+                let prefix = format!("[{rule}]");
+                why.iter().any(|w| w.starts_with(&prefix))
+            }),
+            _ => false,
+        })
     }
 }
 
@@ -76,11 +88,13 @@ pub async fn run(config: &RunConfig) -> Result<RunOutcome> {
     if config.faults.contains(&Fault::Clock) {
         // One node's lessor clock runs fast or slow for the whole run, chosen by the seed.
         let node = 1 + config.seed % config.nodes;
-        let rate = if config.seed.is_multiple_of(2) {
-            0.5
-        } else {
-            1.5
-        };
+        let rate = config
+            .clock_rate
+            .unwrap_or(if config.seed.is_multiple_of(2) {
+                0.5
+            } else {
+                1.5
+            });
         clock_rates.insert(node, rate);
     }
     let spec = Spec {
@@ -92,6 +106,13 @@ pub async fn run(config: &RunConfig) -> Result<RunOutcome> {
         min_ttl_ms: MIN_TTL_MS,
         bugs: config.bugs.clone(),
         clock_rates: clock_rates.clone(),
+        // Snapshots every few dozen entries, so that a node cut off, removed or killed for a
+        // few seconds catches up by snapshot install, not from the log.
+        snapshot_entries: catches_up_by_snapshot(&config.faults).then_some(SNAPSHOT_ENTRIES),
+        snapshot_install_pause_ms: config
+            .faults
+            .contains(&Fault::SnapshotCrash)
+            .then_some(SNAPSHOT_INSTALL_PAUSE_MS),
     };
     let cluster = Cluster::start(spec).await?;
     cluster
@@ -107,26 +128,57 @@ pub async fn run(config: &RunConfig) -> Result<RunOutcome> {
     let history = recorder.history();
     std::fs::write(dir.join("history.edn"), edn::to_edn(&history))?;
     std::fs::write(dir.join("history.jsonl"), edn::to_jsonl(&history))?;
-    let nemesis_text: String = nemesis_log
+    let nemesis_events = nemesis_log
         .lock()
         .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let nemesis_text: String = nemesis_events
         .iter()
         .map(|(t, what)| format!("{:>10.3}s {what}\n", *t as f64 / 1e9))
         .collect();
     std::fs::write(dir.join("nemesis.log"), nemesis_text)?;
+    let nemesis_json: String = nemesis_events
+        .iter()
+        .map(|(time_ns, event)| {
+            let mut line = serde_json::json!({ "time_ns": time_ns });
+            if let (Some(line), Ok(serde_json::Value::Object(fields))) =
+                (line.as_object_mut(), serde_json::to_value(event))
+            {
+                line.extend(fields);
+            }
+            line.to_string() + "\n"
+        })
+        .collect();
+    std::fs::write(dir.join("nemesis.jsonl"), nemesis_json)?;
+    let faults = nemesis::disruptions(&nemesis_events, config.nodes, healthy_after_ns);
 
     let mut reports = vec![
         check::well_formed(&history),
         check::min_rate(&history, duration_ns, MIN_OK_PER_S),
     ];
     let (early_margin_ms, late_margin_ms) = timing_margins_ms(&clock_rates);
+    // What the timing checks were given, to check the saved history again (see `recheck`).
+    let params = serde_json::json!({
+        "workload": config.workload.name(),
+        "nodes": config.nodes,
+        "concurrency": config.concurrency,
+        "election_timeout_ms": ELECTION_TIMEOUT_MS,
+        "early_margin_ms": early_margin_ms,
+        "late_margin_ms": late_margin_ms,
+        "healthy_after_ns": healthy_after_ns,
+        "clock_rates": clock_rates,
+    });
+    std::fs::write(dir.join("checks.json"), params.to_string() + "\n")?;
     reports.extend(checks_for(
         config.workload,
         &history,
         &resources,
-        healthy_after_ns,
-        early_margin_ms,
-        late_margin_ms,
+        &Timing {
+            faults: &faults,
+            early_margin_ms,
+            late_margin_ms,
+            concurrency: config.concurrency,
+        },
     ));
     let mut node_logs = BTreeMap::new();
     let mut dump_errors = Vec::new();
@@ -153,10 +205,15 @@ pub async fn run(config: &RunConfig) -> Result<RunOutcome> {
     });
     let summary: Vec<String> = reports.iter().map(|r| r.to_string()).collect();
     std::fs::write(dir.join("results.txt"), summary.join("\n") + "\n")?;
+    let mut fault_counts = BTreeMap::new();
+    for (_, event) in &nemesis_events {
+        *fault_counts.entry(event.kind()).or_insert(0) += 1;
+    }
     Ok(RunOutcome {
         reports,
         dir,
         ops: history.ops.len(),
+        faults: fault_counts,
     })
 }
 
@@ -174,14 +231,15 @@ async fn drive(
     _dir: &std::path::Path,
 ) -> Result<Driven> {
     let recorder = Arc::new(Recorder::new(Instant::now()));
-    let (client, per_node) = {
+    let (client, keepalive, per_node) = {
         let guard = cluster.lock().await;
         let client = guard.client(workload::client_options()).await?;
+        let keepalive = guard.client(workload::client_options()).await?;
         let mut per_node = BTreeMap::new();
         for id in guard.ids() {
             per_node.insert(id, guard.client_of(id, workload::client_options()).await?);
         }
-        (client, per_node)
+        (client, keepalive, per_node)
     };
     let resources = BTreeMap::from([(
         workload::lock::RESOURCE.to_owned(),
@@ -191,6 +249,9 @@ async fn drive(
     let ctx = Arc::new(Ctx {
         recorder: recorder.clone(),
         client,
+        keepalive,
+        ended: Mutex::new(Vec::new()),
+        asked: Mutex::new(Vec::new()),
         per_node,
         stop: stop_workload.clone(),
         lease_ttl: Duration::from_millis(LEASE_TTL_MS),
@@ -212,13 +273,16 @@ async fn drive(
     let nemesis_log: nemesis::Log = Arc::new(Mutex::new(Vec::new()));
     let stop_nemesis = CancellationToken::new();
     let nemesis = tokio::spawn(nemesis::run(
-        cluster.clone(),
-        config.faults.clone(),
-        config.seed,
-        recorder.clone(),
-        nemesis_log.clone(),
+        nemesis::Plan {
+            cluster: cluster.clone(),
+            faults: config.faults.clone(),
+            seed: config.seed,
+            schedule: config.schedule.clone(),
+            election_timeout: Duration::from_millis(ELECTION_TIMEOUT_MS),
+            recorder: recorder.clone(),
+            log: nemesis_log.clone(),
+        },
         stop_nemesis.clone(),
-        Duration::from_millis(ELECTION_TIMEOUT_MS),
     ));
     tokio::time::sleep(config.time).await;
     stop_nemesis.cancel();
@@ -254,8 +318,9 @@ async fn drive(
 ///   an observation *completed* with when a renewal was *invoked*. Only a fast lessor clock,
 ///   rate `r > 1`, expires early: after `ttl / r` of real time, `ttl * (1 - 1/r)` early. A slow
 ///   one only expires late.
-/// - `late` (lease bounded-late): [`TIMING_MARGIN_MS`] for the revoke lag and scheduling, plus
-///   `ttl * (1/r - 1)` for a slow clock.
+/// - `late` (lease bounded-late, added to each bound): [`TIMING_MARGIN_MS`] for the revoke lag
+///   and scheduling, plus `(ttl + election_timeout) * (1/r - 1)` for a slow clock: a slow lessor
+///   counts both the TTL and a promotion's extension slowly.
 ///
 /// Both are rounded up to the millisecond, so neither is below the drift.
 fn timing_margins_ms(clock_rates: &BTreeMap<u64, f64>) -> (u64, u64) {
@@ -263,18 +328,43 @@ fn timing_margins_ms(clock_rates: &BTreeMap<u64, f64>) -> (u64, u64) {
     let min_rate = clock_rates.values().copied().fold(1.0f64, f64::min);
     let ttl_ms = LEASE_TTL_MS as f64;
     let early_ms = LEASE_TTL_MS.saturating_sub((ttl_ms / max_rate).floor() as u64);
-    let late_drift_ms = ((ttl_ms / min_rate).ceil() as u64).saturating_sub(LEASE_TTL_MS);
+    let counted_ms = LEASE_TTL_MS + ELECTION_TIMEOUT_MS;
+    let late_drift_ms = ((counted_ms as f64 / min_rate).ceil() as u64).saturating_sub(counted_ms);
     (early_ms, TIMING_MARGIN_MS + late_drift_ms)
+}
+
+/// `--snapshot-entries` for runs whose faults should make nodes catch up by snapshot (the lease
+/// workload commits about 20 entries a second).
+const SNAPSHOT_ENTRIES: u64 = 20;
+/// `--snapshot-install-pause-ms` for runs with the snapshot-crash fault: the nemesis kills the
+/// node within this window.
+const SNAPSHOT_INSTALL_PAUSE_MS: u64 = 1_000;
+
+fn catches_up_by_snapshot(faults: &[Fault]) -> bool {
+    faults.contains(&Fault::SnapshotCrash) || faults.contains(&Fault::Membership)
+}
+
+/// What the timing checks need to know about a run.
+#[derive(Clone, Copy, Debug)]
+struct Timing<'a> {
+    faults: &'a [check::lease::Disruption],
+    early_margin_ms: u64,
+    late_margin_ms: u64,
+    concurrency: u64,
 }
 
 fn checks_for(
     workload: Workload,
     history: &History,
     resources: &BTreeMap<String, Arc<FencedResource>>,
-    healthy_after_ns: u64,
-    early_margin_ms: u64,
-    late_margin_ms: u64,
+    timing: &Timing<'_>,
 ) -> Vec<CheckReport> {
+    let Timing {
+        faults,
+        early_margin_ms,
+        late_margin_ms,
+        concurrency,
+    } = *timing;
     match workload {
         Workload::Register => vec![check::linear::check_linearizable(
             history,
@@ -286,7 +376,8 @@ fn checks_for(
                 election_timeout_ms: ELECTION_TIMEOUT_MS,
                 early_margin_ms,
                 late_margin_ms,
-                healthy_after_ns: Some(healthy_after_ns),
+                faults,
+                concurrency,
             },
         )],
         Workload::Lock => {
@@ -311,6 +402,15 @@ mod tests {
     use crate::workload::lock::LOCK;
 
     const MS: u64 = 1_000_000;
+
+    fn timing(early_margin_ms: u64, late_margin_ms: u64) -> Timing<'static> {
+        Timing {
+            faults: &[],
+            early_margin_ms,
+            late_margin_ms,
+            concurrency: 5,
+        }
+    }
 
     fn grant(p: u64, lease: u64) -> crate::check::testkit::Spec {
         ok(
@@ -363,7 +463,7 @@ mod tests {
             ),
         ]);
         assert_eq!(check::well_formed(&h).verdict, Verdict::Pass);
-        let mut reports = checks_for(Workload::Lease, &h, &BTreeMap::new(), 0, early, late);
+        let mut reports = checks_for(Workload::Lease, &h, &BTreeMap::new(), &timing(early, late));
         assert_eq!(reports.len(), 1);
         reports.remove(0).verdict
     }
@@ -424,7 +524,8 @@ mod tests {
                 acquire(2, 2, 4 * MS, handed_over_ms * MS, 15),
             ]);
             assert_eq!(check::well_formed(&h).verdict, Verdict::Pass);
-            let mut reports = checks_for(Workload::Lock, &h, &BTreeMap::new(), 0, early, late);
+            let mut reports =
+                checks_for(Workload::Lock, &h, &BTreeMap::new(), &timing(early, late));
             assert_eq!(reports.len(), 1);
             reports.remove(0).verdict
         };
@@ -435,6 +536,69 @@ mod tests {
                 "{why:?}"
             ),
             other => panic!("a hand-over 1ms early passed: {other:?}"),
+        }
+    }
+
+    /// Calibration, not a check: for the saved lease runs named in `JEPSEN_RUNS` (run dirs,
+    /// space separated), how close the sightings of live leases came to their bounded-late
+    /// bounds, during the faults and after. Run with `cargo test -p zaris-jepsen -- --ignored
+    /// --nocapture late_room`.
+    #[test]
+    #[ignore = "reads saved runs named in JEPSEN_RUNS"]
+    fn late_room_of_saved_runs() {
+        let runs = std::env::var("JEPSEN_RUNS").unwrap_or_default();
+        for dir in runs.split_whitespace().map(std::path::Path::new) {
+            let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+            let Ok(history) = crate::edn::from_jsonl(&read("history.jsonl")) else {
+                continue;
+            };
+            let params: serde_json::Value =
+                serde_json::from_str(&read("checks.json")).unwrap_or_default();
+            if params["workload"] != "lease" {
+                continue;
+            }
+            let number = |key: &str| params[key].as_u64().unwrap_or(0);
+            let events: Vec<(u64, nemesis::Event)> = read("nemesis.jsonl")
+                .lines()
+                .filter_map(|line| {
+                    let value: serde_json::Value = serde_json::from_str(line).ok()?;
+                    let time = value["time_ns"].as_u64()?;
+                    Some((time, serde_json::from_value(value).ok()?))
+                })
+                .collect();
+            let healthy = number("healthy_after_ns");
+            let faults = nemesis::disruptions(&events, number("nodes"), healthy);
+            let sightings = check::lease::late_sightings(
+                &history,
+                &check::lease::LeaseParams {
+                    election_timeout_ms: number("election_timeout_ms"),
+                    early_margin_ms: number("early_margin_ms"),
+                    late_margin_ms: number("late_margin_ms"),
+                    faults: &faults,
+                    concurrency: number("concurrency"),
+                },
+            );
+            let room = |during: bool| {
+                let rooms: Vec<i128> = sightings
+                    .iter()
+                    .filter(|(seen, bound)| (*seen < healthy) == during && *bound != u64::MAX)
+                    .map(|(seen, bound)| i128::from(*bound) - i128::from(*seen))
+                    .collect();
+                let least = rooms.iter().min().map(|r| r / 1_000_000);
+                (rooms.len(), least)
+            };
+            let late = sightings
+                .iter()
+                .filter(|(seen, bound)| seen > bound)
+                .count();
+            println!(
+                "{}: {} sightings, {late} late; during faults (judged, least room ms): {:?}; \
+                 after: {:?}",
+                dir.display(),
+                sightings.len(),
+                room(true),
+                room(false)
+            );
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::nemesis::Fault;
+use crate::nemesis::{Fault, Schedule};
 use crate::run::RunConfig;
 use crate::workload::Workload;
 
@@ -33,6 +33,8 @@ fn scenario(
         seed,
         concurrency: 5,
         bugs: Vec::new(),
+        clock_rate: None,
+        schedule: Schedule::default(),
         zaris: place.zaris.to_path_buf(),
         store: place.store.to_path_buf(),
     }
@@ -54,9 +56,9 @@ pub fn ci(seed: u64, place: Place<'_>) -> Vec<RunConfig> {
         ),
         scenario(
             place,
-            "register-kill-pause-5",
+            "register-kill-pause-membership-5",
             Register,
-            &[Kill, Pause],
+            &[Kill, Pause, Membership],
             5,
             15,
             seed,
@@ -97,24 +99,85 @@ pub fn ci(seed: u64, place: Place<'_>) -> Vec<RunConfig> {
             15,
             seed,
         ),
+        scenario(
+            place,
+            "lease-membership-snapshot-crash-3",
+            Lease,
+            &[Membership, SnapshotCrash],
+            3,
+            20,
+            seed,
+        ),
     ]
 }
 
-/// One deliberate bug, the scenario that must expose it, and the checker that must fail.
+/// The soak's rotation: every workload and every nemesis, 3 and 5 nodes, several faults per run.
+const SOAK_ROTATION: &[(Workload, &[Fault], u64)] = {
+    use Fault::*;
+    use Workload::*;
+    &[
+        (Register, &[Partition, Kill, Pause, Membership], 5),
+        (Lease, &[Partition, Kill, Pause, SnapshotCrash], 3),
+        (Lock, &[Partition, Membership, Delay, Reset], 3),
+        (Lease, &[Partition, Clock, Membership], 5),
+        (Register, &[SnapshotCrash, Delay, Reset], 3),
+        (Lock, &[Kill, Pause, SnapshotCrash, Clock], 5),
+        (Lease, &[Membership, SnapshotCrash, Delay, Reset, Kill], 3),
+        (Lock, &[Partition, Pause], 5),
+    ]
+};
+
+/// Run `round` of a soak: the rotation's next scenario, `seconds` of faults, seed `seed +
+/// round`.
+pub fn soak(seed: u64, round: u64, seconds: u64, place: Place<'_>) -> RunConfig {
+    let (workload, faults, nodes) = SOAK_ROTATION[(round % SOAK_ROTATION.len() as u64) as usize];
+    let names: Vec<&str> = faults.iter().map(|f| f.name()).collect();
+    scenario(
+        place,
+        &format!("soak-{}-{}-{nodes}", workload.name(), names.join("-")),
+        workload,
+        faults,
+        nodes,
+        seconds,
+        seed.wrapping_add(round),
+    )
+}
+
+/// What a self-test case must show.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// The named checker fails, and one of its explanations comes from `rule` (a rule's
+    /// explanations start with `[rule]`), if given.
+    Caught {
+        checker: &'static str,
+        rule: Option<&'static str>,
+    },
+    /// Every checker passes: the bug is harmless by design (a control; see jepsen/README.md).
+    Harmless,
+}
+
+/// One deliberate bug, the scenario that must expose it, and what the checkers must say.
 #[derive(Debug)]
 pub struct BugCase {
     pub bug: &'static str,
     pub config: RunConfig,
-    pub must_fail: &'static str,
+    pub expect: Expect,
+}
+
+fn caught(checker: &'static str, rule: &'static str) -> Expect {
+    Expect::Caught {
+        checker,
+        rule: Some(rule),
+    }
 }
 
 pub fn selftest(seed: u64, place: Place<'_>) -> Vec<BugCase> {
     use Fault::*;
     use Workload::*;
-    let case = |bug: &'static str, workload, faults: &[Fault], must_fail| {
+    let case = |bug: &'static str, name: &str, workload, faults: &[Fault], expect| {
         let mut config = scenario(
             place,
-            &format!("selftest-{bug}"),
+            &format!("selftest-{name}"),
             workload,
             faults,
             3,
@@ -125,13 +188,144 @@ pub fn selftest(seed: u64, place: Place<'_>) -> Vec<BugCase> {
         BugCase {
             bug,
             config,
-            must_fail,
+            expect,
         }
     };
-    vec![
-        case("stale-reads", Register, &[Partition], "linearizable"),
-        case("ack-before-commit", Register, &[], "linearizable"),
-        case("early-expiry", Lease, &[], "lease"),
-        case("lock-ignores-holder", Lock, &[], "lock"),
-    ]
+    let linearizable = Expect::Caught {
+        checker: "linearizable",
+        rule: None,
+    };
+    let never_early = caught("lease", "lease-never-early");
+    let mut cases = vec![
+        case(
+            "stale-reads",
+            "stale-reads",
+            Register,
+            &[Partition],
+            linearizable,
+        ),
+        case(
+            "ack-before-commit",
+            "ack-before-commit",
+            Register,
+            &[],
+            linearizable,
+        ),
+        case("early-expiry", "early-expiry", Lease, &[], never_early),
+        case(
+            "lock-ignores-holder",
+            "lock-ignores-holder",
+            Lock,
+            &[],
+            Expect::Caught {
+                checker: "lock",
+                rule: None,
+            },
+        ),
+        case(
+            "slightly-early-expiry",
+            "slightly-early-expiry",
+            Lease,
+            &[],
+            never_early,
+        ),
+    ];
+    // The same 10% under the clock fault. The early margin allows a fast lessor clock's drift
+    // (at 1.5x, TTL / 1.5: 33% early), which would hide a leader that is 10% early; a slow clock
+    // (0.5x) widens only the late margin, so normal-speed leaders stay judged exactly. Partitions
+    // move the leadership between the slow node and the others.
+    let mut clock = case(
+        "slightly-early-expiry",
+        "slightly-early-expiry-clock",
+        Lease,
+        &[Partition, Clock],
+        never_early,
+    );
+    clock.config.clock_rate = Some(0.5);
+    cases.push(clock);
+    // A control: not observable in Zaris (renewals are replicated, and an expiry is skipped
+    // for a lease renewed since the leader looked), so every checker must pass.
+    cases.push(case(
+        "no-promotion-extension",
+        "no-promotion-extension",
+        Lease,
+        &[Partition, Pause, Kill],
+        Expect::Harmless,
+    ));
+    // The leader is cut off for longer than a TTL and an election, while the workload's
+    // keepalive client keeps renewing through it: the majority's leader expires leases whose
+    // renewals the old one acknowledged.
+    let mut renew = case(
+        "renew-ack-before-commit",
+        "renew-ack-before-commit",
+        Lease,
+        &[Partition],
+        never_early,
+    );
+    renew.config.schedule = Schedule {
+        hold_ms: 3_500..4_500,
+        leader_only: true,
+    };
+    cases.push(renew);
+    cases.push(case(
+        "lease-id-reuse",
+        "lease-id-reuse",
+        Lease,
+        &[],
+        caught("lease", "lease-granted-once"),
+    ));
+    cases
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    #[test]
+    fn the_soak_cycles_every_nemesis_and_workload_on_3_and_5_nodes() {
+        let place = Place {
+            zaris: Path::new("zaris"),
+            store: Path::new("store"),
+        };
+        let runs: Vec<RunConfig> = (0..SOAK_ROTATION.len() as u64)
+            .map(|round| soak(7, round, 60, place))
+            .collect();
+        for fault in Fault::value_variants() {
+            assert!(
+                runs.iter().any(|r| r.faults.contains(fault)),
+                "{fault:?} is never soaked"
+            );
+        }
+        for workload in Workload::value_variants() {
+            assert!(
+                runs.iter().any(|r| r.workload == *workload),
+                "{workload:?} is never soaked"
+            );
+        }
+        for nodes in [3, 5] {
+            assert!(runs.iter().any(|r| r.nodes == nodes));
+        }
+        assert_eq!(runs[1].seed, 8, "each round has its own seed");
+        assert_eq!(
+            soak(7, SOAK_ROTATION.len() as u64, 60, place).faults,
+            runs[0].faults,
+            "the rotation wraps around"
+        );
+    }
+
+    #[test]
+    fn the_ci_matrix_has_every_nemesis() {
+        let place = Place {
+            zaris: Path::new("zaris"),
+            store: Path::new("store"),
+        };
+        let runs = ci(1, place);
+        for fault in Fault::value_variants() {
+            assert!(
+                runs.iter().any(|r| r.faults.contains(fault)),
+                "{fault:?} is not in the CI matrix"
+            );
+        }
+    }
 }

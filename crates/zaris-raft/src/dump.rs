@@ -137,7 +137,12 @@ pub async fn read_log(dir: &Path, from: u64) -> io::Result<Dump> {
     let state = log.get_log_state().await?;
     let committed = log.read_committed().await?;
     let mut entries = Vec::new();
-    let mut next = from;
+    // The log starts after the last purge: reading from below it would find nothing.
+    let first_kept = state
+        .last_purged_log_id
+        .as_ref()
+        .map_or(0, |purged| purged.index() + 1);
+    let mut next = from.max(first_kept);
     loop {
         let chunk = log
             .try_get_log_entries(next..next.saturating_add(READ_CHUNK))

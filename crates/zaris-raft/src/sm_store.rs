@@ -68,6 +68,10 @@ pub struct StateMachineStore {
     /// Deliberate state-machine bugs, set again on every state this store installs.
     #[cfg(feature = "fault-injection")]
     faults: zaris_core::Faults,
+    /// How long an install waits between saving the snapshot and switching to its state, so a
+    /// test can kill the node in the middle of an install (fault-injection builds only).
+    #[cfg(feature = "fault-injection")]
+    install_pause: std::time::Duration,
 }
 
 impl std::fmt::Debug for StateMachineStore {
@@ -98,6 +102,8 @@ impl StateMachineStore {
             observer,
             #[cfg(feature = "fault-injection")]
             faults: zaris_core::Faults::default(),
+            #[cfg(feature = "fault-injection")]
+            install_pause: std::time::Duration::ZERO,
         })
     }
 
@@ -108,6 +114,15 @@ impl StateMachineStore {
     pub fn with_faults(mut self, faults: zaris_core::Faults) -> Self {
         self.faults = faults;
         self.write().state.set_faults(faults);
+        self
+    }
+
+    /// Makes every snapshot install pause for `pause` after the snapshot is saved and before its
+    /// state replaces the current one (fault-injection builds only): the harness kills nodes
+    /// in that window.
+    #[cfg(feature = "fault-injection")]
+    pub fn with_install_pause(mut self, pause: std::time::Duration) -> Self {
+        self.install_pause = pause;
         self
     }
 
@@ -154,7 +169,7 @@ impl SnapshotFiles {
             tracing::info!(
                 kept = ?current.last_log_id,
                 dropped = ?meta.last_log_id,
-                "a newer snapshot is already saved; keeping it"
+                "a snapshot at least as new is already saved; keeping it"
             );
             return Ok(false);
         }
@@ -307,6 +322,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         meta: &SnapshotMeta,
         snapshot: Self::SnapshotData,
     ) -> Result<(), io::Error> {
+        tracing::info!(last_log_id = ?meta.last_log_id, "installing snapshot");
         let state = State::restore(&snapshot).map_err(|e| io_err("restore snapshot", e))?;
         // Faults are configuration, not state: a snapshot does not carry them.
         #[cfg(feature = "fault-injection")]
@@ -316,6 +332,11 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             state
         };
         self.files.save(meta, &snapshot).await?;
+        #[cfg(feature = "fault-injection")]
+        if !self.install_pause.is_zero() {
+            tracing::warn!(pause = ?self.install_pause, "snapshot saved; pausing the install (fault injection)");
+            tokio::time::sleep(self.install_pause).await;
+        }
         // Outside the state lock, like every observer call (apply waits for install anyway).
         self.observer.restored(&state);
         let mut data = self.write();

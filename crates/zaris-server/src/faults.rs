@@ -10,6 +10,8 @@ use std::str::FromStr;
 use anyhow::ensure;
 
 /// Slowest and fastest lessor clock rates accepted.
+/// Longest `--snapshot-install-pause-ms`: well below openraft's snapshot install timeout.
+pub const MAX_SNAPSHOT_INSTALL_PAUSE_MS: u64 = 10_000;
 pub const CLOCK_RATE_RANGE: std::ops::RangeInclusive<f64> = 0.01..=100.0;
 
 /// A deliberate safety bug.
@@ -99,6 +101,9 @@ pub struct FaultConfig {
     /// lease deadlines.
     pub clock_rate: f64,
     pub bugs: BTreeSet<Bug>,
+    /// Every snapshot install pauses this long between saving the snapshot and switching to its
+    /// state (0: no pause), so the harness can kill a node in the middle of an install.
+    pub snapshot_install_pause_ms: u64,
 }
 
 impl Default for FaultConfig {
@@ -107,6 +112,7 @@ impl Default for FaultConfig {
             peer_overrides: BTreeMap::new(),
             clock_rate: 1.0,
             bugs: BTreeSet::new(),
+            snapshot_install_pause_ms: 0,
         }
     }
 }
@@ -132,6 +138,11 @@ impl FaultConfig {
             !self.peer_overrides.contains_key(&0),
             "peer override for node 0: node ids start at 1"
         );
+        ensure!(
+            self.snapshot_install_pause_ms <= MAX_SNAPSHOT_INSTALL_PAUSE_MS,
+            "snapshot install pause {} ms is above {MAX_SNAPSHOT_INSTALL_PAUSE_MS} ms",
+            self.snapshot_install_pause_ms
+        );
         Ok(())
     }
 
@@ -140,6 +151,12 @@ impl FaultConfig {
         let mut parts: Vec<String> = self.bugs.iter().map(|b| format!("bug {b}")).collect();
         if self.clock_skewed() {
             parts.push(format!("lessor clock rate {}", self.clock_rate));
+        }
+        if self.snapshot_install_pause_ms > 0 {
+            parts.push(format!(
+                "snapshot installs pause {} ms",
+                self.snapshot_install_pause_ms
+            ));
         }
         (!parts.is_empty()).then(|| parts.join(", "))
     }

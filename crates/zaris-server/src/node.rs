@@ -126,7 +126,11 @@ impl Node {
                 .await
                 .with_context(|| format!("cannot open data dir {}", config.data_dir.display()))?;
         #[cfg(feature = "fault-injection")]
-        let sm_store = sm_store.with_faults(config.faults.state_faults());
+        let sm_store = sm_store
+            .with_faults(config.faults.state_faults())
+            .with_install_pause(Duration::from_millis(
+                config.faults.snapshot_install_pause_ms,
+            ));
         let state = sm_store.handle();
 
         let raft_config = openraft::Config {
@@ -141,7 +145,9 @@ impl Node {
             max_in_snapshot_log_to_keep: config
                 .snapshot_entries
                 .min(crate::config::MAX_LOG_KEPT_AFTER_SNAPSHOT),
-            purge_batch_size: 256,
+            // openraft purges only once this many entries can go: with frequent snapshots,
+            // purge at their pace, or a lagging follower still finds its entries in the log.
+            purge_batch_size: config.snapshot_entries.min(256),
             enable_pre_vote: Some(true),
             // Replicate entries as soon as they are written locally, so the leader's fsync and
             // the followers' run in parallel instead of one after the other.

@@ -91,6 +91,10 @@ struct FaultArgs {
         value_parser = parse_bug
     )]
     bugs: Vec<zaris_server::faults::Bug>,
+    /// Pause every snapshot install this long after the snapshot is saved (the harness kills
+    /// nodes in the middle of an install).
+    #[arg(long, env = "ZARIS_SNAPSHOT_INSTALL_PAUSE_MS", hide = true)]
+    snapshot_install_pause_ms: Option<u64>,
 }
 
 #[cfg(feature = "fault-injection")]
@@ -109,6 +113,9 @@ impl FaultArgs {
             faults.clock_rate = rate;
         }
         faults.bugs = self.bugs.iter().copied().collect();
+        if let Some(pause_ms) = self.snapshot_install_pause_ms {
+            faults.snapshot_install_pause_ms = pause_ms;
+        }
         Ok(faults)
     }
 }
@@ -336,6 +343,8 @@ mod tests {
             "stale-reads",
             "--bug",
             "early-expiry,ack-before-commit",
+            "--snapshot-install-pause-ms",
+            "800",
         ])
         .expect("parse");
         let (config, _) = build_config(&parsed.args).expect("config");
@@ -345,6 +354,7 @@ mod tests {
             Some("127.0.0.1:9103")
         );
         assert_eq!(faults.clock_rate, 1.5);
+        assert_eq!(faults.snapshot_install_pause_ms, 800);
         assert_eq!(
             faults.bugs.iter().copied().collect::<Vec<_>>(),
             vec![Bug::StaleReads, Bug::EarlyExpiry, Bug::AckBeforeCommit]
@@ -357,11 +367,19 @@ mod tests {
             Serve::try_parse_from(["serve", "--peer-override", "2=nowhere"]).expect("parse");
         let error = build_config(&bad_override.args).expect_err("not host:port");
         assert!(error.to_string().contains("peer override"), "{error}");
+        let bad_pause = Serve::try_parse_from(["serve", "--snapshot-install-pause-ms", "3600000"])
+            .expect("parse");
+        let error = build_config(&bad_pause.args).expect_err("pause too long");
+        assert!(
+            error.to_string().contains("snapshot install pause"),
+            "{error}"
+        );
 
         let help = Serve::command().render_long_help().to_string();
         for hidden in [
             "peer-override",
             "clock-rate",
+            "snapshot-install-pause",
             "--bug",
             "ZARIS_BUG",
             "harness",

@@ -1,25 +1,55 @@
 //! The lease contract of `docs/semantics.md`, checked from client observations alone.
 //!
-//! A lease is known from its `Grant ok`. What the history shows about it:
-//! - **renewals**: the `Grant ok` and every `Renew ok` with `found = true`. Each guarantees the
-//!   lease until its *invoke* time (the client's `t_send`) plus the TTL, from when it applied.
-//! - **gone**: a `Renew ok` with `found = false`; a `GetLeased ok` missing a key that a
-//!   `PutLeased ok` of the lease wrote before the read was invoked; a `Revoke ok`.
-//! - **alive**: a `Renew ok` with `found = true`; a `GetLeased ok` showing any of the lease's
-//!   keys; a `PutLeased ok` or `Acquire ok` with the lease (both are refused for a missing lease).
+//! **Incarnations.** A lease is known from its grant: a `Grant ok` (the server chose the id) or a
+//! `GrantId ok` (the client asked for that id). Zaris never grants an id twice, but the checker
+//! does not take that on trust: it keys everything by *incarnation* (the op that granted it), so
+//! a second grant of an id is one rule's violation ([`granted_once`]) and not a muddle in the
+//! others. Every other op on an id belongs to the incarnation its *thread* holds (Jepsen's
+//! process-to-thread map: process mod `concurrency`; a worker keeps its thread when its process
+//! is replaced after an `info`): the latest incarnation of the id that thread granted before the
+//! op was invoked; if it granted none, the latest one granted before the op was invoked (or the
+//! first). So an old owner's late renewal is judged against the lease it held, and the new
+//! owner's activity against the new lease.
+//!
+//! What the history shows about an incarnation:
+//! - **renewals**: its grant and every `Renew ok` with `found = true`. Each guarantees the lease
+//!   until its *invoke* time (the client's `t_send`) plus the TTL, from when it applied.
+//! - **gone**: a `Renew ok` or `TimeToLive ok` with `found = false`; a `GetLeased ok` missing a
+//!   key that a `PutLeased ok` of the lease wrote before the read was invoked; a `Revoke ok`.
+//! - **alive**: a `Renew ok` or `TimeToLive ok` with `found = true`; a `GetLeased ok` showing any
+//!   of the lease's keys; a `PutLeased ok` or `Acquire ok` with the lease (both are refused for a
+//!   missing lease).
 //!
 //! Reading key presence as lease liveness assumes the workload never deletes a leased key and
-//! never puts one key under two leases. Keys put (with any outcome) under more than one lease are
-//! ignored: their absence or presence says nothing about either lease.
+//! never puts one key under two leases. Keys put (with any outcome) under more than one
+//! incarnation are ignored: their absence or presence says nothing about either.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{CheckReport, Verdict, describe, fmt_ns, ms_to_ns};
 use crate::history::{Call, History, Kind, Pair};
 
-/// Timing parameters of the cluster under test.
+/// One fault of the run, as the nemesis log tells it (see [`crate::nemesis::disruptions`]): what
+/// bounded-late must allow for. Times are on the history's clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LeaseParams {
+pub struct Disruption {
+    pub start_ns: u64,
+    /// When it was healed; `u64::MAX` if never.
+    pub heal_ns: u64,
+    /// A majority of the nodes stayed up and connected: they can elect a leader and commit.
+    /// Without one, nothing can be expired until the heal.
+    pub majority: bool,
+    /// A node was restarted at the heal: it lost its deadlines and counts a full TTL from its
+    /// restart for every lease it loads.
+    pub restarts: bool,
+    /// Some node stopped hearing the leader (cut off, paused or killed): it applies what
+    /// committed meanwhile only when it catches up after the heal, and counts from then.
+    pub cuts_off: bool,
+}
+
+/// Timing parameters of the cluster under test, and the faults of the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseParams<'a> {
     /// The maximum of the election-timeout range: each leader change may delay expiry this much.
     pub election_timeout_ms: u64,
     /// Never-early reports an observation that saw the lease gone and *completed* before
@@ -28,25 +58,30 @@ pub struct LeaseParams {
     /// lessor clock-rate drift belongs here: a lessor clock at rate `r > 1` expires after
     /// `ttl / r` of real time, i.e. `ttl * (1 - 1/r)` early; at `r <= 1` nothing is early (0).
     pub early_margin_ms: u64,
-    /// Bounded-late reports sightings more than this after `ttl + election_timeout`: the revoke
-    /// lag (token bucket, `retry_after_ms`, apply delay), the harness's scheduling noise, and
-    /// for a slow lessor clock (`r < 1`) its drift `ttl * (1/r - 1)`.
+    /// Bounded-late allows this much on top of each bound it computes: the revoke lag (expiry
+    /// tick, commit, apply), the harness's scheduling noise, and for a slow lessor clock
+    /// (`r < 1`) its drift over a TTL and a promotion's extension, `(ttl + election_timeout) *
+    /// (1/r - 1)`.
     pub late_margin_ms: u64,
-    /// From this time on no fault was active (set by the runner after healing); `None` if the
-    /// cluster never was healthy, and bounded-late cannot be judged.
-    pub healthy_after_ns: Option<u64>,
+    /// The faults of the run (every one healed by the end of a normal run). Bounded-late is
+    /// judged during faults too, with the bound each allows for.
+    pub faults: &'a [Disruption],
+    /// Jepsen's thread count: op `process` ran on thread `process % concurrency` (0: every
+    /// process is its own thread).
+    pub concurrency: u64,
 }
 
-/// All four lease rules as one report named `lease` (see [`super::combine`]).
-pub fn check(history: &History, params: &LeaseParams) -> CheckReport {
+/// All five lease rules as one report named `lease` (see [`super::combine`]).
+pub fn check(history: &History, params: &LeaseParams<'_>) -> CheckReport {
     super::combine("lease", check_leases(history, params))
 }
 
-/// All four lease rules, one report each.
-pub fn check_leases(history: &History, params: &LeaseParams) -> Vec<CheckReport> {
-    let index = Index::new(history);
+/// All five lease rules, one report each.
+pub fn check_leases(history: &History, params: &LeaseParams<'_>) -> Vec<CheckReport> {
+    let index = Index::new(history, params.concurrency);
     vec![
         never_early_in(&index, params),
+        granted_once_in(&index),
         no_resurrection_in(&index),
         together_in(&index),
         bounded_late_in(&index, params),
@@ -59,43 +94,51 @@ pub fn check_leases(history: &History, params: &LeaseParams) -> Vec<CheckReport>
 /// `info`, never completed) was invoked before the observation completed. A renewal that found
 /// the lease and was merely concurrent with the observation bounds it as well (see
 /// `never_early_in`).
-pub fn never_early(history: &History, params: &LeaseParams) -> CheckReport {
-    never_early_in(&Index::new(history), params)
+pub fn never_early(history: &History, params: &LeaseParams<'_>) -> CheckReport {
+    never_early_in(&Index::new(history, params.concurrency), params)
 }
 
-/// Once an operation saw a lease gone, no operation invoked afterwards sees it alive.
-pub fn no_resurrection(history: &History) -> CheckReport {
-    no_resurrection_in(&Index::new(history))
+/// Once an operation saw a lease gone, no operation invoked afterwards sees it alive. With
+/// incarnations, this is also "no resurrection for its old owner": a renewal by the thread that
+/// held an ended lease must not find it, whoever was granted its id since.
+pub fn no_resurrection(history: &History, concurrency: u64) -> CheckReport {
+    no_resurrection_in(&Index::new(history, concurrency))
 }
 
 /// A `GetLeased` shows all of a lease's put keys or none: keys and lease end in one apply step.
-pub fn together(history: &History) -> CheckReport {
-    together_in(&Index::new(history))
+pub fn together(history: &History, concurrency: u64) -> CheckReport {
+    together_in(&Index::new(history, concurrency))
 }
 
-/// With a healthy cluster, a lease not renewed after its last renewal invoke `L` is gone by
-/// `max(L, healthy_after) + ttl + election_timeout + late_margin`: nothing invoked later sees it
-/// alive.
-pub fn bounded_late(history: &History, params: &LeaseParams) -> CheckReport {
-    bounded_late_in(&Index::new(history), params)
+/// Nothing sees a lease alive after the bound its last renewal and the faults since allow (see
+/// [`late_bound`]).
+pub fn bounded_late(history: &History, params: &LeaseParams<'_>) -> CheckReport {
+    bounded_late_in(&Index::new(history, params.concurrency), params)
 }
 
-/// What the history says about one lease.
+/// No two `ok` grants (`Grant`, `GrantId`) name the same lease id: ids are never reused.
+pub fn granted_once(history: &History, concurrency: u64) -> CheckReport {
+    granted_once_in(&Index::new(history, concurrency))
+}
+
+/// What the history says about one incarnation of a lease.
 #[derive(Debug)]
 struct Lease<'a> {
     id: u64,
     ttl_ns: u64,
     grant: Pair<'a>,
+    /// The thread that granted it.
+    thread: u64,
     /// `(invoke, completion)` of the grant and every `Renew ok` with `found = true`.
     renewals: Vec<(u64, u64, Pair<'a>)>,
-    /// The grant's and every renew's invoke, whatever the outcome: an `info` renew may have
-    /// applied.
-    last_renew_invoke_ns: u64,
+    /// The grant and every renew that may have renewed it (`ok` with `found = true`, `info`,
+    /// never completed): bounded-late counts from the latest time one of them may have applied.
+    renew_attempts: Vec<Pair<'a>>,
     /// Revokes that may have applied (`ok`, `info`, never completed).
     revokes: Vec<Pair<'a>>,
     /// `PutLeased ok`: `(completion, keys)`.
     puts: Vec<(u64, Vec<&'a str>)>,
-    /// Keys put under this lease only, with any outcome.
+    /// Keys put under this incarnation only, with any outcome.
     keys: BTreeSet<&'a str>,
     gets: Vec<Pair<'a>>,
     gone: Vec<Pair<'a>>,
@@ -145,65 +188,96 @@ impl<'a> Lease<'a> {
             .collect();
         (missing, shown)
     }
+
+    /// `lease 5` for the first incarnation of an id, `lease 5 (granted by #12)` otherwise.
+    fn name(&self, index: &Index<'_>) -> String {
+        if index.by_id.get(&self.id).is_some_and(|all| all.len() > 1) {
+            format!(
+                "lease {} (granted by #{})",
+                self.id, self.grant.invoke.index
+            )
+        } else {
+            format!("lease {}", self.id)
+        }
+    }
 }
 
-/// The leases of a history, by id.
+/// The lease incarnations of a history.
 #[derive(Debug)]
 struct Index<'a> {
-    leases: BTreeMap<u64, Lease<'a>>,
+    leases: Vec<Lease<'a>>,
+    /// Per id, its incarnations (positions in `leases`) in grant-invoke order.
+    by_id: BTreeMap<u64, Vec<usize>>,
 }
 
 impl<'a> Index<'a> {
-    fn new(history: &'a History) -> Index<'a> {
+    fn new(history: &'a History, concurrency: u64) -> Index<'a> {
+        let thread = |process: u64| {
+            if concurrency == 0 {
+                process
+            } else {
+                process % concurrency
+            }
+        };
         let pairs = history.pairs();
-        let mut leases: BTreeMap<u64, Lease<'a>> = BTreeMap::new();
+        let mut leases: Vec<Lease<'a>> = Vec::new();
         for pair in &pairs {
-            if let (
-                Kind::Ok,
-                Call::Grant {
-                    lease: Some(id),
-                    ttl_ms,
-                },
-            ) = (pair.outcome(), pair.call())
-            {
-                let completed = pair.completion_ns().unwrap_or(u64::MAX);
-                leases.insert(
-                    *id,
-                    Lease {
-                        id: *id,
-                        ttl_ns: ms_to_ns(*ttl_ms),
-                        grant: *pair,
-                        renewals: vec![(pair.invoke_ns(), completed, *pair)],
-                        last_renew_invoke_ns: pair.invoke_ns(),
-                        revokes: Vec::new(),
-                        puts: Vec::new(),
-                        keys: BTreeSet::new(),
-                        gets: Vec::new(),
-                        gone: Vec::new(),
-                        alive: Vec::new(),
+            let (id, ttl_ms) = match (pair.outcome(), pair.call()) {
+                (
+                    Kind::Ok,
+                    Call::Grant {
+                        lease: Some(id),
+                        ttl_ms,
                     },
-                );
-            }
+                )
+                | (Kind::Ok, Call::GrantId { lease: id, ttl_ms }) => (*id, *ttl_ms),
+                _ => continue,
+            };
+            let completed = pair.completion_ns().unwrap_or(u64::MAX);
+            leases.push(Lease {
+                id,
+                ttl_ns: ms_to_ns(ttl_ms),
+                grant: *pair,
+                thread: thread(pair.invoke.process),
+                renewals: vec![(pair.invoke_ns(), completed, *pair)],
+                renew_attempts: vec![*pair],
+                revokes: Vec::new(),
+                puts: Vec::new(),
+                keys: BTreeSet::new(),
+                gets: Vec::new(),
+                gone: Vec::new(),
+                alive: Vec::new(),
+            });
+        }
+        leases.sort_by_key(|l| (l.grant.invoke_ns(), l.grant.invoke.index));
+        let mut by_id: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+        for (at, lease) in leases.iter().enumerate() {
+            by_id.entry(lease.id).or_default().push(at);
         }
 
-        // Which leases each key was put under, with any outcome.
-        let mut owners: BTreeMap<&str, BTreeSet<u64>> = BTreeMap::new();
-        for pair in &pairs {
-            if let Call::PutLeased { lease, keys } = pair.call() {
-                for key in keys {
-                    owners.entry(key.as_str()).or_default().insert(*lease);
-                }
+        // The incarnation an op on `id` belongs to (see the module doc).
+        let owner = |id: u64, pair: &Pair<'_>| -> Option<usize> {
+            let all = by_id.get(&id)?;
+            if let [only] = all.as_slice() {
+                return Some(*only);
             }
-        }
-        for (key, ids) in &owners {
-            if let (1, Some(lease)) = (ids.len(), ids.first().and_then(|id| leases.get_mut(id))) {
-                lease.keys.insert(*key);
-            }
-        }
+            let before: Vec<usize> = all
+                .iter()
+                .copied()
+                .filter(|at| leases[*at].grant.invoke_ns() < pair.invoke_ns())
+                .collect();
+            let mine = thread(pair.invoke.process);
+            before
+                .iter()
+                .rev()
+                .find(|at| leases[**at].thread == mine)
+                .or(before.last())
+                .or(all.first())
+                .copied()
+        };
 
+        let mut attributed: Vec<(usize, Pair<'a>)> = Vec::new();
         for pair in &pairs {
-            let outcome = pair.outcome();
-            let ok = outcome == Kind::Ok;
             let lease_id = match pair.call() {
                 Call::Renew { lease, .. }
                 | Call::TimeToLive { lease, .. }
@@ -213,34 +287,54 @@ impl<'a> Index<'a> {
                 | Call::Acquire { lease, .. } => *lease,
                 _ => continue,
             };
-            let Some(lease) = leases.get_mut(&lease_id) else {
-                continue;
-            };
-            match pair.call() {
-                Call::Renew { found, .. } => {
-                    lease.last_renew_invoke_ns = lease.last_renew_invoke_ns.max(pair.invoke_ns());
-                    match (ok, found) {
-                        (true, Some(true)) => {
-                            let completed = pair.completion_ns().unwrap_or(u64::MAX);
-                            lease.renewals.push((pair.invoke_ns(), completed, *pair));
-                            lease.alive.push(*pair);
-                        }
-                        (true, Some(false)) => lease.gone.push(*pair),
-                        _ => {}
-                    }
+            if let Some(at) = owner(lease_id, pair) {
+                attributed.push((at, *pair));
+            }
+        }
+
+        // Which incarnations each key was put under, with any outcome.
+        let mut owners: BTreeMap<&str, BTreeSet<usize>> = BTreeMap::new();
+        for (at, pair) in &attributed {
+            if let Call::PutLeased { keys, .. } = pair.call() {
+                for key in keys {
+                    owners.entry(key.as_str()).or_default().insert(*at);
                 }
+            }
+        }
+        for (key, ats) in &owners {
+            if let (1, Some(at)) = (ats.len(), ats.first()) {
+                leases[*at].keys.insert(*key);
+            }
+        }
+
+        for (at, pair) in attributed {
+            let lease = &mut leases[at];
+            let outcome = pair.outcome();
+            let ok = outcome == Kind::Ok;
+            match pair.call() {
+                Call::Renew { found, .. } => match (outcome, found) {
+                    (Kind::Ok, Some(true)) => {
+                        let completed = pair.completion_ns().unwrap_or(u64::MAX);
+                        lease.renewals.push((pair.invoke_ns(), completed, pair));
+                        lease.renew_attempts.push(pair);
+                        lease.alive.push(pair);
+                    }
+                    (Kind::Ok, Some(false)) => lease.gone.push(pair),
+                    (Kind::Ok | Kind::Fail, _) => {}
+                    (Kind::Info | Kind::Invoke, _) => lease.renew_attempts.push(pair),
+                },
                 // Asking about a lease is an observation, not a renewal.
                 Call::TimeToLive { found, .. } => match (ok, found) {
-                    (true, Some(true)) => lease.alive.push(*pair),
-                    (true, Some(false)) => lease.gone.push(*pair),
+                    (true, Some(true)) => lease.alive.push(pair),
+                    (true, Some(false)) => lease.gone.push(pair),
                     _ => {}
                 },
                 Call::Revoke { .. } => {
                     if outcome != Kind::Fail {
-                        lease.revokes.push(*pair);
+                        lease.revokes.push(pair);
                     }
                     if ok {
-                        lease.gone.push(*pair);
+                        lease.gone.push(pair);
                     }
                 }
                 Call::PutLeased { keys, .. } if ok => {
@@ -248,16 +342,16 @@ impl<'a> Index<'a> {
                     lease
                         .puts
                         .push((completed, keys.iter().map(String::as_str).collect()));
-                    lease.alive.push(*pair);
+                    lease.alive.push(pair);
                 }
-                Call::GetLeased { .. } if ok => lease.gets.push(*pair),
-                Call::Acquire { .. } if ok => lease.alive.push(*pair),
+                Call::GetLeased { .. } if ok => lease.gets.push(pair),
+                Call::Acquire { .. } if ok => lease.alive.push(pair),
                 _ => {}
             }
         }
 
         // Reads become gone / alive observations once every put is known.
-        for lease in leases.values_mut() {
+        for lease in &mut leases {
             for get in lease.gets.clone() {
                 let (missing, shown) = lease.read_result(&get);
                 if !missing.is_empty() {
@@ -268,7 +362,7 @@ impl<'a> Index<'a> {
                 }
             }
         }
-        Index { leases }
+        Index { leases, by_id }
     }
 }
 
@@ -279,10 +373,10 @@ fn report(name: &'static str, violations: Vec<String>) -> CheckReport {
     }
 }
 
-fn never_early_in(index: &Index<'_>, params: &LeaseParams) -> CheckReport {
+fn never_early_in(index: &Index<'_>, params: &LeaseParams<'_>) -> CheckReport {
     let margin = ms_to_ns(params.early_margin_ms);
     let mut violations = Vec::new();
-    for lease in index.leases.values() {
+    for lease in &index.leases {
         for seen in &lease.gone {
             if matches!(seen.call(), Call::Revoke { .. }) {
                 continue; // A revoke ends the lease by design.
@@ -309,9 +403,9 @@ fn never_early_in(index: &Index<'_>, params: &LeaseParams) -> CheckReport {
                 "concurrent with it: either the lease ended early or it came back"
             };
             violations.push(format!(
-                "lease {}: {} saw it gone by {}, before {} = renewal #{} invoked at {} + ttl {} \
+                "{}: {} saw it gone by {}, before {} = renewal #{} invoked at {} + ttl {} \
                  (less the early margin {}; {order})",
-                lease.id,
+                lease.name(index),
                 describe(seen),
                 fmt_ns(seen_at),
                 fmt_ns(until),
@@ -327,7 +421,7 @@ fn never_early_in(index: &Index<'_>, params: &LeaseParams) -> CheckReport {
 
 fn no_resurrection_in(index: &Index<'_>) -> CheckReport {
     let mut violations = Vec::new();
-    for lease in index.leases.values() {
+    for lease in &index.leases {
         // The earliest-completed sighting of the lease gone rules out the most.
         let Some((gone_at, gone)) = lease
             .gone
@@ -340,8 +434,8 @@ fn no_resurrection_in(index: &Index<'_>) -> CheckReport {
         for alive in &lease.alive {
             if alive.invoke_ns() > gone_at {
                 violations.push(format!(
-                    "lease {}: {} saw it alive, invoked after {} had seen it gone at {}",
-                    lease.id,
+                    "{}: {} saw it alive, invoked after {} had seen it gone at {}",
+                    lease.name(index),
                     describe(alive),
                     describe(gone),
                     fmt_ns(gone_at),
@@ -354,13 +448,13 @@ fn no_resurrection_in(index: &Index<'_>) -> CheckReport {
 
 fn together_in(index: &Index<'_>) -> CheckReport {
     let mut violations = Vec::new();
-    for lease in index.leases.values() {
+    for lease in &index.leases {
         for get in &lease.gets {
             let (missing, shown) = lease.read_result(get);
             if !missing.is_empty() && !shown.is_empty() {
                 violations.push(format!(
-                    "lease {}: {} shows {:?} but not {:?}, all put before it was invoked",
-                    lease.id,
+                    "{}: {} shows {:?} but not {:?}, all put before it was invoked",
+                    lease.name(index),
                     describe(get),
                     shown,
                     missing,
@@ -371,40 +465,202 @@ fn together_in(index: &Index<'_>) -> CheckReport {
     report("lease-together", violations)
 }
 
-fn bounded_late_in(index: &Index<'_>, params: &LeaseParams) -> CheckReport {
-    let name = "lease-bounded-late";
-    let Some(healthy_after) = params.healthy_after_ns else {
-        return CheckReport {
-            name,
-            verdict: Verdict::Unknown("the cluster was never healthy: no bound applies".into()),
-        };
-    };
-    let slack =
-        ms_to_ns(params.election_timeout_ms).saturating_add(ms_to_ns(params.late_margin_ms));
+fn granted_once_in(index: &Index<'_>) -> CheckReport {
     let mut violations = Vec::new();
-    for lease in index.leases.values() {
-        let bound = lease
-            .last_renew_invoke_ns
-            .max(healthy_after)
-            .saturating_add(lease.ttl_ns)
-            .saturating_add(slack);
+    for (id, all) in &index.by_id {
+        if all.len() > 1 {
+            let grants: Vec<String> = all
+                .iter()
+                .map(|at| describe(&index.leases[*at].grant))
+                .collect();
+            violations.push(format!(
+                "lease id {id} was granted {} times: {}",
+                all.len(),
+                grants.join(" and ")
+            ));
+        }
+    }
+    report("lease-granted-once", violations)
+}
+
+/// How long after a leader is lost a new one may take to be elected and promoted: a follower
+/// notices within an election timeout, a split vote costs one more, and promotion waits for the
+/// new term's first entry to apply.
+pub const ELECTION_ALLOWANCE_TIMEOUTS: u64 = 2;
+
+/// The latest time a renewal attempt may have applied: an `ok` one by its completion; an `info`
+/// one, stuck in a deposed leader's log, when the next leader commits it: within an election
+/// allowance of its completion, or of the heal of a fault that left no majority (nothing
+/// commits before). Never completed: any time.
+fn applied_by(pair: &Pair<'_>, params: &LeaseParams<'_>) -> u64 {
+    let Some(completed) = pair.completion_ns() else {
+        return u64::MAX;
+    };
+    if pair.is_ok() {
+        return completed;
+    }
+    let mut t = completed;
+    for d in params.faults {
+        if !d.majority && d.start_ns <= t && t <= d.heal_ns {
+            t = d.heal_ns;
+        }
+    }
+    t.saturating_add(ms_to_ns(
+        params.election_timeout_ms * ELECTION_ALLOWANCE_TIMEOUTS,
+    ))
+}
+
+/// Bounded-late's bound for a lease whose last renewal applied by `anchor` (on the history's
+/// clock), with the faults that moved it, from docs/semantics.md "Timing bounds":
+///
+/// - A stable leader applied the renewal by `anchor` and expires the lease by
+///   `anchor + ttl + revoke_lag`; the bound starts at `anchor + ttl + election_timeout +
+///   late_margin`.
+/// - Every fault start and every heal up to the bound may change the leader. A leader change at
+///   `t` gives a leader promoted by `p = t + E` (the election allowance) that revokes by
+///   `max(d, p) + election_timeout + revoke_lag`, where `d` is its own deadline: `a + ttl`, `a`
+///   being when *it* applied the renewal, which is
+///   - `anchor`, or up to `p` if the change came within an election timeout of the anchor (it
+///     may learn of the commit only when promoted);
+///   - up to `heal + election_timeout` (catching up) for a node *restarted* at a heal no
+///     later than `t` and no earlier than `anchor - election_timeout` (a restarted node gives
+///     every lease a full TTL from its restart: the restart case), or *cut off* by a fault that
+///     began by `anchor + election_timeout` and healed by `t` (it applied the renewal when it
+///     caught up). The heal itself counts: a killed leader that nobody replaced while it was
+///     down resumes its term as soon as it restarts, with the deadlines it just loaded.
+/// - A fault that leaves no majority, begun before the bound, stops expiry until its heal: the
+///   bound is at least `heal + E + election_timeout + late_margin`.
+///
+/// Returns `u64::MAX` (no bound) if a fault that matters was never healed, and the leader
+/// changes that moved the bound.
+pub fn late_bound(anchor: u64, ttl_ns: u64, params: &LeaseParams<'_>) -> (u64, Vec<String>) {
+    let et = ms_to_ns(params.election_timeout_ms);
+    let election = et.saturating_mul(ELECTION_ALLOWANCE_TIMEOUTS);
+    let margin = ms_to_ns(params.late_margin_ms);
+    let after_promotion = |promoted: u64| promoted.saturating_add(et).saturating_add(margin);
+    let mut bound = after_promotion(anchor.saturating_add(ttl_ns));
+    let mut moved = Vec::new();
+    // Leader-change points: every fault's start and heal, in time order.
+    let mut points: Vec<(u64, bool, &Disruption)> = params
+        .faults
+        .iter()
+        .flat_map(|d| [(d.start_ns, true, d), (d.heal_ns, false, d)])
+        .collect();
+    points.sort_by_key(|(t, start, _)| (*t, !*start));
+    for (t, start, fault) in points {
+        if t > bound {
+            break;
+        }
+        if t == u64::MAX {
+            return (u64::MAX, moved);
+        }
+        if start && !fault.majority {
+            let after_heal = after_promotion(fault.heal_ns.saturating_add(election));
+            if after_heal > bound {
+                bound = after_heal;
+                moved.push(format!(
+                    "no majority from {} to {}",
+                    fmt_ns(fault.start_ns),
+                    if fault.heal_ns == u64::MAX {
+                        "the end".to_string()
+                    } else {
+                        fmt_ns(fault.heal_ns)
+                    }
+                ));
+            }
+            if fault.heal_ns == u64::MAX {
+                return (u64::MAX, moved);
+            }
+        }
+        let promoted = t.saturating_add(election);
+        let mut applied = anchor;
+        if t <= anchor.saturating_add(et) {
+            applied = applied.max(promoted);
+        }
+        for earlier in params.faults {
+            let caught_up = earlier.heal_ns.saturating_add(et);
+            let late = earlier.heal_ns <= t
+                && caught_up >= anchor
+                && (earlier.restarts
+                    || (earlier.cuts_off && earlier.start_ns <= anchor.saturating_add(et)));
+            if late {
+                applied = applied.max(caught_up);
+            }
+        }
+        let candidate = after_promotion(applied.saturating_add(ttl_ns).max(promoted));
+        if candidate > bound {
+            bound = candidate;
+            moved.push(format!(
+                "{} at {}",
+                if start { "fault" } else { "heal" },
+                fmt_ns(t)
+            ));
+        }
+    }
+    (bound, moved)
+}
+
+/// Every sighting of a lease alive with its bounded-late bound: `(sighting's invoke, bound)`,
+/// `bound = u64::MAX` where no bound applies. A sighting passes while `invoke <= bound`; how
+/// far below the bounds real runs stay shows how much room the rule leaves.
+pub fn late_sightings(history: &History, params: &LeaseParams<'_>) -> Vec<(u64, u64)> {
+    let index = Index::new(history, params.concurrency);
+    let mut found = Vec::new();
+    for lease in &index.leases {
         for alive in &lease.alive {
+            if let Some((bound, _, _)) = sighting_bound(lease, alive, params) {
+                found.push((alive.invoke_ns(), bound));
+            }
+        }
+    }
+    found
+}
+
+/// The bound for one sighting: from the renewals invoked before it (a later one says nothing
+/// about whether the lease should have been gone by then). `(bound, anchor, moved by)`.
+fn sighting_bound<'a>(
+    lease: &Lease<'a>,
+    alive: &Pair<'a>,
+    params: &LeaseParams<'_>,
+) -> Option<(u64, (u64, Pair<'a>), Vec<String>)> {
+    let seen = alive.invoke_ns();
+    let (anchor, by) = lease
+        .renew_attempts
+        .iter()
+        .filter(|r| r.invoke_ns() < seen)
+        .map(|r| (applied_by(r, params), *r))
+        .max_by_key(|(t, _)| *t)?;
+    let (bound, moved) = late_bound(anchor, lease.ttl_ns, params);
+    Some((bound, (anchor, by), moved))
+}
+
+fn bounded_late_in(index: &Index<'_>, params: &LeaseParams<'_>) -> CheckReport {
+    let mut violations = Vec::new();
+    for lease in &index.leases {
+        for alive in &lease.alive {
+            let Some((bound, (anchor, by), moved)) = sighting_bound(lease, alive, params) else {
+                continue;
+            };
             if alive.invoke_ns() > bound {
+                let faults = if moved.is_empty() {
+                    String::new()
+                } else {
+                    format!(", moved by {}", moved.join(", "))
+                };
                 violations.push(format!(
-                    "lease {} (granted by #{}, last renew invoked at {}): {} saw it alive after \
-                     {} = max(last renew, healthy at {}) + ttl {} + election timeout + late margin",
-                    lease.id,
-                    lease.grant.invoke.index,
-                    fmt_ns(lease.last_renew_invoke_ns),
+                    "{}: {} saw it alive after {} = the bound from its last renewal #{} \
+                     (applied by {}; ttl {}, election timeout, late margin{faults})",
+                    lease.name(index),
                     describe(alive),
                     fmt_ns(bound),
-                    fmt_ns(healthy_after),
+                    by.invoke.index,
+                    fmt_ns(anchor),
                     fmt_ns(lease.ttl_ns),
                 ));
             }
         }
     }
-    report(name, violations)
+    report("lease-bounded-late", violations)
 }
 
 #[cfg(test)]
@@ -415,12 +671,14 @@ mod tests {
     const MS: u64 = 1_000_000;
     const TTL_MS: u64 = 2000;
 
-    /// No clock drift: never-early is exact; bounded-late allows 200ms of revoke lag.
-    const PARAMS: LeaseParams = LeaseParams {
+    /// No clock drift: never-early is exact; bounded-late allows 200ms of revoke lag. No faults;
+    /// every process is its own thread.
+    const PARAMS: LeaseParams<'static> = LeaseParams {
         election_timeout_ms: 300,
         early_margin_ms: 0,
         late_margin_ms: 200,
-        healthy_after_ns: Some(0),
+        faults: &[],
+        concurrency: 0,
     };
 
     /// Lease 5 granted by process 1 over [0, 1ms], with keys a and b put over [2ms, 3ms].
@@ -578,12 +836,12 @@ mod tests {
             "lease-never-early",
             "before 2000.000000ms",
         );
-        // Bounded-late: 2000 + 300 + 2500 = 4800ms.
-        assert_all_pass(&verdicts(vec![get(2, 4800 * MS, 4801 * MS, &["a", "b"])]));
+        // Bounded-late: the grant applied by 1ms; 1 + 2000 + 300 + 2500 = 4801ms.
+        assert_all_pass(&verdicts(vec![get(2, 4801 * MS, 4802 * MS, &["a", "b"])]));
         assert_only_fails(
-            &verdicts(vec![get(2, 4801 * MS, 4802 * MS, &["a", "b"])]),
+            &verdicts(vec![get(2, 4802 * MS, 4803 * MS, &["a", "b"])]),
             "lease-bounded-late",
-            "after 4800.000000ms",
+            "after 4801.000000ms",
         );
     }
 
@@ -813,18 +1071,25 @@ mod tests {
 
     #[test]
     fn a_lease_alive_long_after_its_deadline_on_a_healthy_cluster_is_late() {
-        // Last renewal invoked at 0; bound = 0 + 2000 + 300 + 200 = 2500ms.
+        // The grant applied by 1ms; bound = 1 + 2000 + 300 + 200 = 2501ms.
         assert_all_pass(&run(vec![get(2, 2400 * MS, 2401 * MS, &["a", "b"])]));
         assert_only_fails(
             &run(vec![get(2, 2600 * MS, 2601 * MS, &["a", "b"])]),
             "lease-bounded-late",
-            "after 2500.000000ms",
+            "after 2501.000000ms",
+        );
+        // A renewal that finds the lease long after its bound is late too.
+        assert_only_fails(
+            &run(vec![renew(1, 2600 * MS, 2601 * MS, true)]),
+            "lease-bounded-late",
+            "after 2501.000000ms",
         );
     }
 
     #[test]
-    fn bounded_late_counts_renewals_of_any_outcome_and_healing() {
-        // An info renew at 1000ms may have applied: bound = 3500ms.
+    fn bounded_late_counts_renewals_that_may_have_applied() {
+        // An info renew completed at 1001ms may apply up to an election allowance (2 x 300ms)
+        // later: bound = 1601 + 2000 + 300 + 200 = 4101ms.
         let info_renew = info(
             1,
             1000 * MS,
@@ -836,29 +1101,207 @@ mod tests {
         );
         assert_all_pass(&run(vec![
             info_renew.clone(),
-            get(2, 3400 * MS, 3401 * MS, &["a", "b"]),
+            get(2, 4100 * MS, 4101 * MS, &["a", "b"]),
         ]));
         assert_only_fails(
-            &run(vec![info_renew, get(2, 3600 * MS, 3601 * MS, &["a", "b"])]),
+            &run(vec![info_renew, get(2, 4102 * MS, 4103 * MS, &["a", "b"])]),
             "lease-bounded-late",
-            "lease 5",
+            "after 4101.000000ms",
         );
-        // Healed at 5000ms: bound = 7500ms.
+        // A failed renew did not happen; a renew that did not find the lease renewed nothing.
+        for nothing in [
+            fail(
+                1,
+                1000 * MS,
+                1001 * MS,
+                Call::Renew {
+                    lease: 5,
+                    found: None,
+                },
+            ),
+            renew(3, 1000 * MS, 1001 * MS, false),
+        ] {
+            let verdicts = run(vec![nothing, get(2, 2600 * MS, 2601 * MS, &["a", "b"])]);
+            assert!(
+                matches!(&verdicts["lease-bounded-late"], Verdict::Fail(_)),
+                "{verdicts:?}"
+            );
+        }
+    }
+
+    fn fault(start_ms: u64, heal_ms: u64) -> Disruption {
+        Disruption {
+            start_ns: start_ms * MS,
+            heal_ns: heal_ms.saturating_mul(MS),
+            majority: true,
+            restarts: false,
+            cuts_off: true,
+        }
+    }
+
+    fn bounded_late_with(faults: &[Disruption], alive_at_ms: u64) -> Verdict {
         let mut specs = base();
-        specs.push(get(2, 7000 * MS, 7001 * MS, &["a", "b"]));
-        let late = LeaseParams {
-            healthy_after_ns: Some(5000 * MS),
+        specs.push(get(2, alive_at_ms * MS, alive_at_ms * MS + 1, &["a", "b"]));
+        let params = LeaseParams { faults, ..PARAMS };
+        bounded_late(&history(&specs), &params).verdict
+    }
+
+    /// The rule before issue 9 item 9: bounded-late only once the cluster was healthy again,
+    /// from `max(last renew invoke, healthy) + ttl + election timeout + margin`.
+    fn old_rule_flags(healthy_after_ms: u64, alive_at_ms: u64) -> bool {
+        let last_renew_invoke_ms = 0;
+        alive_at_ms > healthy_after_ms.max(last_renew_invoke_ms) + 2000 + 300 + 200
+    }
+
+    /// Issue 9, item 9: bounded-late is judged during faults, with the bound each fault allows.
+    /// Lease 5 is granted at [0, 1ms] and never renewed; the faults end (healthy) at 20s.
+    #[test]
+    fn bounded_late_is_judged_during_faults_with_each_faults_bound() {
+        let healthy_at = 20_000;
+        // A follower paused from 3000 to 4000ms, after the lease was due (2501ms): nothing moves
+        // the bound. Seen alive at 5000ms: late. The old rule waited for 20s.
+        let pause = [fault(3000, 4000)];
+        assert!(!old_rule_flags(healthy_at, 5000));
+        assert!(matches!(bounded_late_with(&pause, 5000), Verdict::Fail(_)));
+        assert!(matches!(bounded_late_with(&pause, 2502), Verdict::Fail(_)));
+        assert_eq!(bounded_late_with(&pause, 2501), Verdict::Pass);
+
+        // A leader change at 2000ms (before the lease was due): the new leader is promoted by
+        // 2600ms and counts its own deadline 2001ms, extended: by 2600 + 300 + 200 = 3100ms.
+        let change = [fault(2000, 2500)];
+        assert_eq!(bounded_late_with(&change, 3100), Verdict::Pass);
+        // The heal at 2500ms may change the leader too: by 2500 + 600 + 300 + 200 = 3600ms.
+        assert_eq!(bounded_late_with(&change, 3600), Verdict::Pass);
+        assert!(matches!(bounded_late_with(&change, 3601), Verdict::Fail(_)));
+
+        // The restart case: a node killed at 500ms and restarted at 1500ms counts a full TTL
+        // from its restart (caught up by 1800ms). It may lead at once (a killed leader nobody
+        // replaced resumes its term when it restarts) or after a later leader change: by
+        // max(1800 + 2000, 1500 + 600) + 300 + 200 = 4300ms.
+        let kill = Disruption {
+            restarts: true,
+            ..fault(500, 1500)
+        };
+        assert_eq!(bounded_late_with(&[kill], 4300), Verdict::Pass);
+        assert!(matches!(bounded_late_with(&[kill], 4301), Verdict::Fail(_)));
+        // A node cut off (not restarted) from 500 to 1500ms had applied the renewal (the grant,
+        // at 1ms) before: it keeps the exact deadline. The heal may change the leader: by
+        // max(2001, 1500 + 600) + 300 + 200 = 2600ms.
+        let cut = [fault(500, 1500)];
+        assert_eq!(bounded_late_with(&cut, 2600), Verdict::Pass);
+        assert!(matches!(bounded_late_with(&cut, 2601), Verdict::Fail(_)));
+        // Cut off when the grant applied: it applies it when it catches up, by 1800ms.
+        let missed = [fault(0, 1500)];
+        assert_eq!(bounded_late_with(&missed, 4300), Verdict::Pass);
+        assert!(matches!(bounded_late_with(&missed, 4301), Verdict::Fail(_)));
+
+        // No majority from 1000 to 6000ms: nothing can expire; a leader is promoted by 6600ms.
+        let split = [Disruption {
+            majority: false,
+            ..fault(1000, 6000)
+        }];
+        assert!(!old_rule_flags(healthy_at, 7101));
+        assert_eq!(bounded_late_with(&split, 7100), Verdict::Pass);
+        assert!(matches!(bounded_late_with(&split, 7101), Verdict::Fail(_)));
+        // Never healed: no bound.
+        let forever = [Disruption {
+            majority: false,
+            ..fault(1000, u64::MAX)
+        }];
+        assert_eq!(bounded_late_with(&forever, 100_000), Verdict::Pass);
+    }
+
+    fn grant_id(p: u64, start: u64, end: u64, granted: bool) -> Spec {
+        let call = Call::GrantId {
+            lease: 5,
+            ttl_ms: TTL_MS,
+        };
+        if granted {
+            ok_same(p, start, end, call)
+        } else {
+            fail(p, start, end, call)
+        }
+    }
+
+    /// Issue 9, item 11 (`lease-id-reuse`): lease 5, granted by process 1 (thread 1 of 10),
+    /// revoked at 100ms, re-granted by thread 2 at 200ms; then the old owner (thread 1, now as
+    /// process 11 after an `info`) renews its old lease at 300ms.
+    fn reuse(granted_again: bool, old_owner_found: bool) -> BTreeMap<&'static str, Verdict> {
+        let mut specs = base();
+        specs.extend([
+            ok_same(1, 100 * MS, 101 * MS, Call::Revoke { lease: 5 }),
+            grant_id(2, 200 * MS, 201 * MS, granted_again),
+            renew(11, 300 * MS, 301 * MS, old_owner_found),
+        ]);
+        if granted_again {
+            // The new owner's own activity: keys of its own, renewals, reads. Not the old
+            // lease's: it would look resurrected.
+            specs.extend([
+                ok_same(
+                    2,
+                    210 * MS,
+                    211 * MS,
+                    Call::PutLeased {
+                        lease: 5,
+                        keys: vec!["c".into()],
+                    },
+                ),
+                renew(2, 400 * MS, 401 * MS, true),
+                ok(
+                    2,
+                    500 * MS,
+                    501 * MS,
+                    Call::GetLeased {
+                        lease: 5,
+                        keys: vec!["c".into()],
+                        present: None,
+                    },
+                    Call::GetLeased {
+                        lease: 5,
+                        keys: vec!["c".into()],
+                        present: Some(vec!["c".into()]),
+                    },
+                ),
+            ]);
+        }
+        let params = LeaseParams {
+            concurrency: 10,
             ..PARAMS
         };
-        assert!(bounded_late(&history(&specs), &late).verdict.is_pass());
-        // Never healthy: the rule cannot be judged.
-        let never = LeaseParams {
-            healthy_after_ns: None,
-            ..PARAMS
-        };
-        assert!(matches!(
-            bounded_late(&history(&specs), &never).verdict,
-            Verdict::Unknown(_)
-        ));
+        check_leases(&history(&specs), &params)
+            .into_iter()
+            .map(|r| (r.name, r.verdict))
+            .collect()
+    }
+
+    #[test]
+    fn a_refused_re_grant_and_a_renewal_that_finds_nothing_pass() {
+        assert_all_pass(&reuse(false, false));
+    }
+
+    #[test]
+    fn an_id_granted_twice_is_caught_and_the_new_owner_is_not_misread() {
+        // Granted again, but the old owner's renewal finds nothing: only the second grant.
+        assert_only_fails(
+            &reuse(true, false),
+            "lease-granted-once",
+            "lease id 5 was granted 2 times",
+        );
+        // The old owner's renewal finds the new lease: it renewed a lease it never held.
+        let verdicts = reuse(true, true);
+        match &verdicts["lease-no-resurrection"] {
+            Verdict::Fail(why) => {
+                assert_eq!(why.len(), 1, "{why:?}");
+                assert!(
+                    why[0].contains("lease 5 (granted by #0)") && why[0].contains("process 11"),
+                    "{why:?}"
+                );
+            }
+            other => panic!("the old owner's renewal passed: {other:?}"),
+        }
+        assert!(matches!(&verdicts["lease-granted-once"], Verdict::Fail(_)));
+        for rule in ["lease-never-early", "lease-together"] {
+            assert_eq!(verdicts[rule], Verdict::Pass, "{rule}");
+        }
     }
 }

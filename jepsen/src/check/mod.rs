@@ -220,6 +220,7 @@ fn has_outputs(call: &Call) -> bool {
         Call::Read { .. }
         | Call::Write { .. }
         | Call::Cas { .. }
+        | Call::GrantId { .. }
         | Call::Revoke { .. }
         | Call::PutLeased { .. }
         | Call::Release { .. }

@@ -82,6 +82,15 @@ pub struct Ctx {
     pub recorder: Arc<Recorder>,
     /// Knows every node (through the client proxies).
     pub client: Client,
+    /// A second client of the whole cluster, for the lease workload's renewals only: like the
+    /// client library's background keepalive stream, it stays with whichever node answers them.
+    pub keepalive: Client,
+    /// Leases the lease workload saw end, `(thread, id)`, newest last: other threads ask for
+    /// their ids again (`GrantId`), which Zaris must refuse.
+    pub ended: Mutex<Vec<(u64, u64)>>,
+    /// `(owner thread, id)` of ended leases whose id another thread asked for: the owner renews
+    /// each once more, and must find nothing.
+    pub asked: Mutex<Vec<(u64, u64)>>,
     /// One client per node, for requests aimed at a particular node.
     pub per_node: BTreeMap<u64, Client>,
     pub stop: CancellationToken,

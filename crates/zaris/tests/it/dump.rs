@@ -138,3 +138,43 @@ async fn dump_prints_a_killed_nodes_log_and_refuses_a_live_one() {
     assert!(stderr.starts_with("error: "), "{stderr}");
     assert!(stderr.contains("in use"), "{stderr}");
 }
+
+/// A compacted log starts after its purge point: the dump prints every entry still stored, from
+/// there (it printed none once more than 256 entries were purged: it read from index 0 in
+/// chunks and stopped at the first empty one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dump_of_a_compacted_log_prints_the_entries_after_the_purge() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let mut node = NodeProc::start_with(
+        1,
+        root.path(),
+        "127.0.0.1:0",
+        false,
+        &["--snapshot-entries", "10"],
+    );
+    let data_dir = root.path().join("node-1");
+    let writer = client(&[&node.addr]).await;
+    for i in 0..400 {
+        writer
+            .put(format!("compact/{i}"), "v", PutOptions::default())
+            .await
+            .expect("put");
+    }
+    drop(writer);
+    node.kill();
+
+    let (ok, stdout, stderr) = dump(&data_dir, &[]);
+    assert!(ok, "dump failed: {stderr}");
+    let lines = parse_lines(&stdout);
+    let header = &lines[0];
+    let purged = index_of(&header["last_purged"]);
+    let last_log = index_of(&header["last_log"]);
+    assert!(
+        purged > 256,
+        "the log was compacted past a read chunk: {header}"
+    );
+    let indexes: Vec<u64> = lines[1..].iter().map(index_of).collect();
+    assert_eq!(indexes.first(), Some(&(purged + 1)), "{stdout}");
+    assert_eq!(indexes.last(), Some(&last_log), "{stdout}");
+    assert!(indexes.windows(2).all(|w| w[1] == w[0] + 1), "{indexes:?}");
+}

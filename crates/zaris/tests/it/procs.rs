@@ -47,6 +47,17 @@ impl NodeProc {
     /// Starts `zaris serve`. `listen` is `127.0.0.1:0` for a fresh node, or the old address for
     /// a restart. `join` starts it empty, waiting to be added.
     pub fn start(id: u64, root: &Path, listen: &str, join: bool) -> NodeProc {
+        NodeProc::start_with(id, root, listen, join, &[])
+    }
+
+    /// [`NodeProc::start`] with more `zaris serve` flags.
+    pub fn start_with(
+        id: u64,
+        root: &Path,
+        listen: &str,
+        join: bool,
+        extra_args: &[&str],
+    ) -> NodeProc {
         let data_dir = root.join(format!("node-{id}"));
         let ready = root.join(format!("node-{id}.ready"));
         let _ = std::fs::remove_file(&ready);
@@ -71,6 +82,7 @@ impl NodeProc {
         if join {
             command.arg("--join");
         }
+        command.args(extra_args);
         let child = command.spawn().expect("spawn zaris serve");
         let mut node = NodeProc {
             id,
