@@ -442,6 +442,14 @@ impl Cluster {
         }
     }
 
+    /// Every node's log text (all the processes it ran, in order), by node.
+    pub fn logs(&self) -> BTreeMap<u64, String> {
+        self.nodes
+            .iter()
+            .map(|(id, node)| (*id, std::fs::read_to_string(&node.log).unwrap_or_default()))
+            .collect()
+    }
+
     /// Lines of the nodes' logs that report a panic, by node.
     pub fn panics(&self) -> Vec<String> {
         let mut found = Vec::new();

@@ -252,10 +252,21 @@ async fn main_async(cli: Cli) -> Result<bool> {
                         let verb = if caught { "caught by" } else { "NOT caught by" };
                         (caught, format!("{verb} the {checker:?} checker{rule}"))
                     }
-                    Expect::Harmless => {
-                        let passed = outcome.passed();
-                        let verb = if passed { "passed" } else { "did NOT pass" };
-                        (passed, format!("harmless by design: {verb} every checker"))
+                    Expect::OnlyCaught { checker } => {
+                        let caught = outcome.failed_check(checker, None);
+                        let others_pass = outcome
+                            .reports
+                            .iter()
+                            .all(|r| r.name == checker || r.verdict.is_pass());
+                        let what = match (caught, others_pass) {
+                            (true, true) => "caught only by",
+                            (true, false) => "caught by, but other checkers failed too:",
+                            (false, _) => "NOT caught by",
+                        };
+                        (
+                            caught && others_pass,
+                            format!("{what} the {checker:?} checker"),
+                        )
                     }
                 };
                 println!(

@@ -198,6 +198,7 @@ pub async fn run(config: &RunConfig) -> Result<RunOutcome> {
             verdict: Verdict::Unknown(dump_errors.join("; ")),
         }
     });
+    reports.push(check::promotion::check(&guard.logs(), ELECTION_TIMEOUT_MS));
     let panics = guard.panics();
     reports.push(CheckReport {
         name: "no-panics",

@@ -91,10 +91,13 @@ impl ExpiryLoop {
                 };
                 self.lessor().promote(now_ms, extend_ms);
                 promoted_term = Some(term);
+                // `now_ms` is the lessor's clock: the harness checks from these lines that no
+                // expiry is proposed before `now_ms + extend_ms` of the promotion.
                 info!(
                     node_id = self.node_id,
                     term,
-                    extend_ms = self.election_timeout_ms,
+                    now_ms,
+                    extend_ms,
                     leases = self.lessor().len(),
                     "lessor promoted: this node now expires leases"
                 );
@@ -159,11 +162,16 @@ impl ExpiryLoop {
             .min(self.expire_batch)
             .max(1);
         loop {
-            let due = self.lessor().expired(self.clock.now_ms(), max_batch);
+            let now_ms = self.clock.now_ms();
+            let due = self.lessor().expired(now_ms, max_batch);
             if due.is_empty() {
                 return;
             }
             let count = due.len();
+            info!(
+                node_id = self.node_id,
+                now_ms, count, "proposing the expiry of overdue leases"
+            );
             metrics::counter!(m::EXPIRE_BATCHES).increment(1);
             match self
                 .proposer

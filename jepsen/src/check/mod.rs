@@ -11,6 +11,7 @@
 pub mod lease;
 pub mod linear;
 pub mod lock;
+pub mod promotion;
 
 use std::collections::BTreeMap;
 use std::fmt;
