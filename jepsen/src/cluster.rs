@@ -19,6 +19,9 @@ use zaris_client::{Client, ClientOptions};
 
 use crate::proxy::{Link, Shape};
 
+/// The file in a node's data dir that arms one snapshot-install pause (the server's
+/// `SNAPSHOT_INSTALL_PAUSE_TRIGGER`).
+const INSTALL_PAUSE_TRIGGER: &str = "pause-next-snapshot-install";
 /// How long a removed node may take to be a voter again.
 const REJOIN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -284,6 +287,16 @@ impl Cluster {
             node.removed = false;
         }
         Ok(())
+    }
+
+    /// Makes node `id`'s next snapshot install pause (`--snapshot-install-pause-ms`).
+    pub fn arm_install_pause(&self, id: u64) {
+        let _ = std::fs::write(self.data_dir(id).join(INSTALL_PAUSE_TRIGGER), b"");
+    }
+
+    /// Takes back [`Cluster::arm_install_pause`] if no install used it.
+    pub fn disarm_install_pause(&self, id: u64) {
+        let _ = std::fs::remove_file(self.data_dir(id).join(INSTALL_PAUSE_TRIGGER));
     }
 
     /// How many lines of node `id`'s log contain `needle` (0 if it cannot be read).

@@ -173,7 +173,7 @@ impl Event {
     }
 }
 
-/// The log line a node writes when it paused an install after saving the snapshot (the
+/// The log line a node writes when it paused an armed install after saving the snapshot (the
 /// `--snapshot-install-pause-ms` window).
 const INSTALL_PAUSE_MARKER: &str = "pausing the install";
 /// The snapshot-crash fault cuts its follower off at least this long.
@@ -239,6 +239,21 @@ pub fn disruptions(events: &[(u64, Event)], nodes: u64, end_ns: u64) -> Vec<Disr
     done
 }
 
+/// Cuts `node` off from every other node, both ways.
+fn isolate(cluster: &Cluster, log: &Log, recorder: &Recorder, node: u64) {
+    let others: Vec<u64> = cluster.ids().into_iter().filter(|id| *id != node).collect();
+    let groups = vec![vec![node], others];
+    cluster.partition(&groups);
+    note(
+        log,
+        recorder,
+        Event::Partition {
+            groups,
+            isolated: true,
+        },
+    );
+}
+
 /// What the nemesis works on: the cluster, the faults it may inject and how, and where it notes
 /// what it did.
 #[derive(Debug)]
@@ -300,18 +315,7 @@ pub async fn run(plan: Plan, stop: CancellationToken) {
                 let others: Vec<u64> = ids.iter().copied().filter(|id| *id != target).collect();
                 let mode = rng.random_range(0..3);
                 match if schedule.leader_only { 0 } else { mode } {
-                    0 => {
-                        let groups = vec![vec![target], others.clone()];
-                        guard.partition(&groups);
-                        note(
-                            &log,
-                            &recorder,
-                            Event::Partition {
-                                groups,
-                                isolated: true,
-                            },
-                        );
-                    }
+                    0 => isolate(&guard, &log, &recorder, target),
                     1 => {
                         let mut shuffled = ids.clone();
                         shuffled.shuffle(&mut rng);
@@ -381,17 +385,8 @@ pub async fn run(plan: Plan, stop: CancellationToken) {
                     .filter(|id| Some(*id) != leader)
                     .collect();
                 let node = followers[rng.random_range(0..followers.len())];
-                let others: Vec<u64> = ids.iter().copied().filter(|id| *id != node).collect();
-                let groups = vec![vec![node], others];
-                guard.partition(&groups);
-                note(
-                    &log,
-                    &recorder,
-                    Event::Partition {
-                        groups,
-                        isolated: true,
-                    },
-                );
+                isolate(&guard, &log, &recorder, node);
+                guard.arm_install_pause(node);
                 installing = Some((node, guard.log_count(node, INSTALL_PAUSE_MARKER)));
             }
             Fault::Clock => {}
@@ -413,6 +408,8 @@ pub async fn run(plan: Plan, stop: CancellationToken) {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             guard.kill(node).await;
+            // Unused when no install began: the restarted node must not pause a later one.
+            guard.disarm_install_pause(node);
             note(
                 &log,
                 &recorder,

@@ -68,10 +68,11 @@ pub struct StateMachineStore {
     /// Deliberate state-machine bugs, set again on every state this store installs.
     #[cfg(feature = "fault-injection")]
     faults: zaris_core::Faults,
-    /// How long an install waits between saving the snapshot and switching to its state, so a
-    /// test can kill the node in the middle of an install (fault-injection builds only).
+    /// How long an armed install waits between saving the snapshot and switching to its state,
+    /// so a test can kill the node in the middle of an install, and the file that arms it
+    /// (fault-injection builds only).
     #[cfg(feature = "fault-injection")]
-    install_pause: std::time::Duration,
+    install_pause: Option<(std::time::Duration, std::path::PathBuf)>,
 }
 
 impl std::fmt::Debug for StateMachineStore {
@@ -103,7 +104,7 @@ impl StateMachineStore {
             #[cfg(feature = "fault-injection")]
             faults: zaris_core::Faults::default(),
             #[cfg(feature = "fault-injection")]
-            install_pause: std::time::Duration::ZERO,
+            install_pause: None,
         })
     }
 
@@ -117,12 +118,17 @@ impl StateMachineStore {
         self
     }
 
-    /// Makes every snapshot install pause for `pause` after the snapshot is saved and before its
-    /// state replaces the current one (fault-injection builds only): the harness kills nodes
-    /// in that window.
+    /// Arms install pauses (fault-injection builds only): the next snapshot install after the
+    /// file `trigger` appears removes it and pauses for `pause` after the snapshot is saved and
+    /// before its state replaces the current one. The harness kills nodes in that window; one
+    /// install per trigger, so other installs keep their pace.
     #[cfg(feature = "fault-injection")]
-    pub fn with_install_pause(mut self, pause: std::time::Duration) -> Self {
-        self.install_pause = pause;
+    pub fn with_install_pause(
+        mut self,
+        pause: std::time::Duration,
+        trigger: std::path::PathBuf,
+    ) -> Self {
+        self.install_pause = (!pause.is_zero()).then_some((pause, trigger));
         self
     }
 
@@ -333,9 +339,14 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         };
         self.files.save(meta, &snapshot).await?;
         #[cfg(feature = "fault-injection")]
-        if !self.install_pause.is_zero() {
-            tracing::warn!(pause = ?self.install_pause, "snapshot saved; pausing the install (fault injection)");
-            tokio::time::sleep(self.install_pause).await;
+        if let Some((pause, trigger)) = &self.install_pause
+            && std::fs::remove_file(trigger).is_ok()
+        {
+            tracing::warn!(
+                ?pause,
+                "snapshot saved; pausing the install (fault injection)"
+            );
+            tokio::time::sleep(*pause).await;
         }
         // Outside the state lock, like every observer call (apply waits for install anyway).
         self.observer.restored(&state);

@@ -10,6 +10,9 @@ use std::str::FromStr;
 use anyhow::ensure;
 
 /// Slowest and fastest lessor clock rates accepted.
+/// The file in the data dir that arms one install pause (see
+/// [`FaultConfig::snapshot_install_pause_ms`]); the install removes it.
+pub const SNAPSHOT_INSTALL_PAUSE_TRIGGER: &str = "pause-next-snapshot-install";
 /// Longest `--snapshot-install-pause-ms`: well below openraft's snapshot install timeout.
 pub const MAX_SNAPSHOT_INSTALL_PAUSE_MS: u64 = 10_000;
 pub const CLOCK_RATE_RANGE: std::ops::RangeInclusive<f64> = 0.01..=100.0;
@@ -101,8 +104,9 @@ pub struct FaultConfig {
     /// lease deadlines.
     pub clock_rate: f64,
     pub bugs: BTreeSet<Bug>,
-    /// Every snapshot install pauses this long between saving the snapshot and switching to its
-    /// state (0: no pause), so the harness can kill a node in the middle of an install.
+    /// The next snapshot install after [`SNAPSHOT_INSTALL_PAUSE_TRIGGER`] appears in the data
+    /// dir pauses this long between saving the snapshot and switching to its state (0: never),
+    /// so the harness can kill a node in the middle of an install.
     pub snapshot_install_pause_ms: u64,
 }
 
@@ -154,7 +158,7 @@ impl FaultConfig {
         }
         if self.snapshot_install_pause_ms > 0 {
             parts.push(format!(
-                "snapshot installs pause {} ms",
+                "armed snapshot installs pause {} ms",
                 self.snapshot_install_pause_ms
             ));
         }

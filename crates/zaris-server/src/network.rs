@@ -32,6 +32,8 @@ type RpcError = RPCError<TypeConfig>;
 #[derive(Clone, Debug)]
 pub struct NetworkFactory {
     cluster_id: u64,
+    /// Least time an AppendEntries may take (see [`NetworkFactory::with_append_timeout_floor`]).
+    append_timeout_floor: Duration,
     channels: Arc<Mutex<BTreeMap<String, Channel>>>,
     /// Fault injection: `node id → address` dialed instead of the node's membership address.
     #[cfg(feature = "fault-injection")]
@@ -42,10 +44,21 @@ impl NetworkFactory {
     pub fn new(cluster_id: u64) -> Self {
         NetworkFactory {
             cluster_id,
+            append_timeout_floor: Duration::ZERO,
             channels: Arc::default(),
             #[cfg(feature = "fault-injection")]
             peer_overrides: Arc::default(),
         }
+    }
+
+    /// openraft gives every AppendEntries (heartbeats included) the heartbeat interval as its
+    /// deadline. On a link whose round trip (plus the follower's fsync) takes longer, every
+    /// append would time out and the cluster could commit nothing, expiries included, for as
+    /// long as the link is slow. Waiting up to `floor` (the election timeout) keeps replication
+    /// going; a peer that answers nothing for that long is given up on as before.
+    pub fn with_append_timeout_floor(mut self, floor: Duration) -> Self {
+        self.append_timeout_floor = floor;
+        self
     }
 
     /// Fault injection: Raft RPCs to node `id` go to `overrides[id]` (a proxy on the link) instead
@@ -94,6 +107,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
         PeerClient {
             target,
             cluster_id: self.cluster_id,
+            append_timeout_floor: self.append_timeout_floor,
             client,
         }
     }
@@ -104,6 +118,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
 pub struct PeerClient {
     target: u64,
     cluster_id: u64,
+    append_timeout_floor: Duration,
     /// `None` when the peer's address does not parse: every call fails as unreachable.
     client: Option<RaftServiceClient<Channel>>,
 }
@@ -177,8 +192,8 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RpcError> {
-        self.unary(Rpc::AppendEntries, &rpc, option.hard_ttl())
-            .await
+        let timeout = option.hard_ttl().max(self.append_timeout_floor);
+        self.unary(Rpc::AppendEntries, &rpc, timeout).await
     }
 
     async fn vote(

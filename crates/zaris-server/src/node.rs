@@ -128,9 +128,12 @@ impl Node {
         #[cfg(feature = "fault-injection")]
         let sm_store = sm_store
             .with_faults(config.faults.state_faults())
-            .with_install_pause(Duration::from_millis(
-                config.faults.snapshot_install_pause_ms,
-            ));
+            .with_install_pause(
+                Duration::from_millis(config.faults.snapshot_install_pause_ms),
+                config
+                    .data_dir
+                    .join(crate::faults::SNAPSHOT_INSTALL_PAUSE_TRIGGER),
+            );
         let state = sm_store.handle();
 
         let raft_config = openraft::Config {
@@ -157,7 +160,8 @@ impl Node {
         .validate()
         .context("raft configuration")?;
         let cluster_id = config.cluster_id();
-        let network = NetworkFactory::new(cluster_id);
+        let network = NetworkFactory::new(cluster_id)
+            .with_append_timeout_floor(Duration::from_millis(config.election_timeout_ms));
         #[cfg(feature = "fault-injection")]
         let network = network.with_peer_overrides(config.faults.peer_overrides.clone());
         let raft = Raft::new(node_id, Arc::new(raft_config), network, log_store, sm_store)

@@ -91,8 +91,9 @@ struct FaultArgs {
         value_parser = parse_bug
     )]
     bugs: Vec<zaris_server::faults::Bug>,
-    /// Pause every snapshot install this long after the snapshot is saved (the harness kills
-    /// nodes in the middle of an install).
+    /// Pause the next snapshot install after the file `pause-next-snapshot-install` appears in
+    /// the data dir this long after the snapshot is saved (the harness kills nodes in the middle
+    /// of an install).
     #[arg(long, env = "ZARIS_SNAPSHOT_INSTALL_PAUSE_MS", hide = true)]
     snapshot_install_pause_ms: Option<u64>,
 }

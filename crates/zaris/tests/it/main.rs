@@ -5,4 +5,5 @@ mod cli;
 mod crash;
 mod demo;
 mod dump;
+mod fatal;
 mod procs;

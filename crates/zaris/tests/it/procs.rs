@@ -26,7 +26,7 @@ impl Drop for NodeProc {
     }
 }
 
-fn wait_for_file(path: &Path, timeout: Duration) -> String {
+pub fn wait_for_file(path: &Path, timeout: Duration) -> String {
     let deadline = Instant::now() + timeout;
     loop {
         if let Ok(text) = std::fs::read_to_string(path)
