@@ -462,19 +462,6 @@ impl Cluster {
             .map(|(id, node)| (*id, std::fs::read_to_string(&node.log).unwrap_or_default()))
             .collect()
     }
-
-    /// Lines of the nodes' logs that report a panic, by node.
-    pub fn panics(&self) -> Vec<String> {
-        let mut found = Vec::new();
-        for (id, node) in &self.nodes {
-            if let Ok(text) = std::fs::read_to_string(&node.log) {
-                for line in text.lines().filter(|l| l.contains("panicked")) {
-                    found.push(format!("node {id}: {line}"));
-                }
-            }
-        }
-        found
-    }
 }
 
 impl Cluster {
@@ -506,4 +493,15 @@ impl Cluster {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+}
+
+/// Lines of the nodes' logs (see [`Cluster::logs`]) that report a panic, by node.
+pub fn panics(logs: &BTreeMap<u64, String>) -> Vec<String> {
+    logs.iter()
+        .flat_map(|(id, text)| {
+            text.lines()
+                .filter(|l| l.contains("panicked"))
+                .map(move |line| format!("node {id}: {line}"))
+        })
+        .collect()
 }

@@ -198,8 +198,12 @@ pub async fn run(config: &RunConfig) -> Result<RunOutcome> {
             verdict: Verdict::Unknown(dump_errors.join("; ")),
         }
     });
-    reports.push(check::promotion::check(&guard.logs(), ELECTION_TIMEOUT_MS));
-    let panics = guard.panics();
+    let node_log_texts = guard.logs();
+    reports.push(check::promotion::check(
+        &node_log_texts,
+        ELECTION_TIMEOUT_MS,
+    ));
+    let panics = crate::cluster::panics(&node_log_texts);
     reports.push(CheckReport {
         name: "no-panics",
         verdict: Verdict::from_violations(panics),
