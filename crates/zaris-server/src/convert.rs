@@ -5,11 +5,11 @@
 //! [`Request::validate`] on it with the cluster's [`Limits`], so a bad request is refused here,
 //! before it is proposed, with the same rejection the state machine would give on apply. Wire-only
 //! rules (both `prefix` and `range_end`, UNSPECIFIED enums, a guard inside a Txn op, ...) are
-//! checked on the way. Errors are [`Status`]es built by [`crate::errors`].
+//! checked on the way. Errors are [`ApiError`]s.
 //!
 //! **Results out.** Domain answers — guard failed, lease not found, id in use, not holder — are
 //! values of the response's `result` enum and the call succeeds (see `common.proto`). Every other
-//! rejection becomes an error status through [`rejection_status`]. An [`Outcome`] of the wrong kind
+//! rejection becomes an error ([`ApiError::Rejected`]). An [`Outcome`] of the wrong kind
 //! for the call becomes INTERNAL: it means a server bug, or a `request_id` reused for a different
 //! request (the state machine de-duplicates by id alone and replays the first request's answer).
 //!
@@ -19,7 +19,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tonic::Status;
 use zaris_core::{
     CancelOutcome, Command, Compare, CompareOp, CompareTarget, Event, EventKind, Guard,
     KeySelector, LeaseId, LeaseInfo, LimitKind, Limits, LockInfo, LockOutcome, OpResult, Outcome,
@@ -27,16 +26,16 @@ use zaris_core::{
 };
 use zaris_proto::v1::{self, ResponseHeader};
 
-use crate::errors::{self, invalid_argument, rejection_status};
+use crate::error::ApiError;
 
 // ---- requests ----------------------------------------------------------------------------------
 
 /// The core request id for a wire one: unset → `None`; `client_id` 0 → INVALID_ARGUMENT (see the
 /// module docs).
-pub fn request_id(id: Option<v1::RequestId>) -> Result<Option<RequestId>, Status> {
+pub fn request_id(id: Option<v1::RequestId>) -> Result<Option<RequestId>, ApiError> {
     match id {
         None => Ok(None),
-        Some(v1::RequestId { client_id: 0, .. }) => Err(invalid_argument(
+        Some(v1::RequestId { client_id: 0, .. }) => Err(ApiError::invalid_argument(
             "request_id.client_id must not be 0 (leave request_id unset for no de-duplication)",
         )),
         Some(v1::RequestId {
@@ -59,7 +58,7 @@ pub fn request_id(id: Option<v1::RequestId>) -> Result<Option<RequestId>, Status
 ///
 /// Both `prefix` and `range_end` → INVALID_ARGUMENT. Sizes, an empty single key and a range end not
 /// after its start are checked by [`Request::validate`] (or [`read_selector`] for reads).
-pub fn selector(key: &[u8], range_end: &[u8], prefix: bool) -> Result<KeySelector, Status> {
+pub fn selector(key: &[u8], range_end: &[u8], prefix: bool) -> Result<KeySelector, ApiError> {
     select(key.to_vec(), range_end.to_vec(), prefix, "")
 }
 
@@ -70,16 +69,21 @@ pub fn read_selector(
     range_end: &[u8],
     prefix: bool,
     limits: &Limits,
-) -> Result<KeySelector, Status> {
+) -> Result<KeySelector, ApiError> {
     let selector = selector(key, range_end, prefix)?;
     check_selector(&selector, limits)?;
     Ok(selector)
 }
 
 /// `at` prefixes field names in messages (`"success[2].range."`).
-fn select(key: Vec<u8>, range_end: Vec<u8>, prefix: bool, at: &str) -> Result<KeySelector, Status> {
+fn select(
+    key: Vec<u8>,
+    range_end: Vec<u8>,
+    prefix: bool,
+    at: &str,
+) -> Result<KeySelector, ApiError> {
     if prefix && !range_end.is_empty() {
-        return Err(invalid_argument(format!(
+        return Err(ApiError::invalid_argument(format!(
             "{at}range_end and {at}prefix are mutually exclusive: set one of them"
         )));
     }
@@ -102,35 +106,35 @@ fn select(key: Vec<u8>, range_end: Vec<u8>, prefix: bool, at: &str) -> Result<Ke
 
 /// Runs the state machine's own selector checks (the same code, so reads and writes agree on what
 /// a valid selector is) by validating a delete of it.
-fn check_selector(selector: &KeySelector, limits: &Limits) -> Result<(), Status> {
+fn check_selector(selector: &KeySelector, limits: &Limits) -> Result<(), ApiError> {
     Request::new(Command::Delete {
         selector: selector.clone(),
         guard: None,
         prev_kv: false,
     })
     .validate(limits)
-    .map_err(|r| rejection_status(&r))
+    .map_err(ApiError::from)
 }
 
 /// A page size: 0 → the server maximum `max`; above `max` → LIMIT_EXCEEDED naming `name` (never
 /// silently reduced). `max` 0 means the server sets no maximum (then 0 stays 0, "no limit").
-pub fn page_size(requested: u64, max: u64, name: &str) -> Result<u64, Status> {
+pub fn page_size(requested: u64, max: u64, name: &str) -> Result<u64, ApiError> {
     if max == 0 {
         Ok(requested)
     } else if requested == 0 {
         Ok(max)
     } else if requested > max {
-        Err(errors::limit_exceeded(name, max, requested))
+        Err(ApiError::limit_exceeded(name, max, requested))
     } else {
         Ok(requested)
     }
 }
 
 /// A core range limit (`u32`, 0 = no limit) from a wire page size.
-fn range_limit(requested: u64, max_range_keys: u64) -> Result<u32, Status> {
+fn range_limit(requested: u64, max_range_keys: u64) -> Result<u32, ApiError> {
     let limit = page_size(requested, max_range_keys, "max_range_keys")?;
     u32::try_from(limit)
-        .map_err(|_| errors::limit_exceeded("max_range_keys", u32::MAX.into(), limit))
+        .map_err(|_| ApiError::limit_exceeded("max_range_keys", u32::MAX.into(), limit))
 }
 
 /// A validated Range read: what to ask [`zaris_core::State::range`], and how to answer.
@@ -152,7 +156,7 @@ pub fn range_query(
     request: v1::RangeRequest,
     limits: &Limits,
     max_range_keys: u64,
-) -> Result<RangeQuery, Status> {
+) -> Result<RangeQuery, ApiError> {
     let selector = select(request.key, request.range_end, request.prefix, "")?;
     check_selector(&selector, limits)?;
     Ok(RangeQuery {
@@ -168,20 +172,23 @@ pub fn range_query(
 /// The store keeps only its current state, no history: a read at revision `requested` is served
 /// only if it is 0 or the `current` revision. Older → COMPACTED (the oldest available revision is
 /// the current one); newer → FUTURE_REVISION.
-pub fn check_read_revision(requested: u64, current: u64) -> Result<(), Status> {
+pub fn check_read_revision(requested: u64, current: u64) -> Result<(), ApiError> {
     if requested == 0 || requested == current {
         Ok(())
     } else if requested < current {
-        Err(errors::compacted(requested, current))
+        Err(ApiError::Compacted {
+            requested,
+            compact_revision: current,
+        })
     } else {
-        Err(errors::future_revision(requested, current))
+        Err(ApiError::FutureRevision { requested, current })
     }
 }
 
-fn guard(guard: Option<v1::Guard>, at: &str) -> Result<Option<Guard>, Status> {
+fn guard(guard: Option<v1::Guard>, at: &str) -> Result<Option<Guard>, ApiError> {
     match guard {
         None => Ok(None),
-        Some(v1::Guard { token: 0, .. }) => Err(invalid_argument(format!(
+        Some(v1::Guard { token: 0, .. }) => Err(ApiError::invalid_argument(format!(
             "{at}guard.token must not be 0: no lock is ever held with token 0"
         ))),
         Some(v1::Guard { lock_name, token }) => Ok(Some(Guard {
@@ -192,13 +199,13 @@ fn guard(guard: Option<v1::Guard>, at: &str) -> Result<Option<Guard>, Status> {
 }
 
 /// Validates `request` against `limits`, the check the state machine repeats on apply.
-fn validated(request: Request, limits: &Limits) -> Result<Request, Status> {
-    request.validate(limits).map_err(|r| rejection_status(&r))?;
+fn validated(request: Request, limits: &Limits) -> Result<Request, ApiError> {
+    request.validate(limits).map_err(ApiError::from)?;
     Ok(request)
 }
 
 /// A Put, validated.
-pub fn put_request(request: v1::PutRequest, limits: &Limits) -> Result<Request, Status> {
+pub fn put_request(request: v1::PutRequest, limits: &Limits) -> Result<Request, ApiError> {
     let request_id = request_id(request.request_id)?;
     let command = Command::Put {
         key: request.key,
@@ -217,7 +224,10 @@ pub fn put_request(request: v1::PutRequest, limits: &Limits) -> Result<Request, 
 }
 
 /// A DeleteRange, validated.
-pub fn delete_request(request: v1::DeleteRangeRequest, limits: &Limits) -> Result<Request, Status> {
+pub fn delete_request(
+    request: v1::DeleteRangeRequest,
+    limits: &Limits,
+) -> Result<Request, ApiError> {
     let request_id = request_id(request.request_id)?;
     let command = Command::Delete {
         selector: select(request.key, request.range_end, request.prefix, "")?,
@@ -262,11 +272,11 @@ pub fn txn_request(
     request: v1::TxnRequest,
     limits: &Limits,
     max_range_keys: u64,
-) -> Result<(Request, TxnShape), Status> {
+) -> Result<(Request, TxnShape), ApiError> {
     // Refuse an oversized Txn before converting all of it (validate checks the same bound).
     let ops = request.compares.len() + request.success.len() + request.failure.len();
     if ops as u64 > limits.get(LimitKind::TxnOps) {
-        return Err(rejection_status(&Rejection::LimitExceeded {
+        return Err(ApiError::from(Rejection::LimitExceeded {
             limit: LimitKind::TxnOps,
             max: limits.get(LimitKind::TxnOps),
             actual: ops as u64,
@@ -303,7 +313,7 @@ pub fn txn_request(
     ))
 }
 
-fn compare(compare: v1::Compare, at: &str) -> Result<Compare, Status> {
+fn compare(compare: v1::Compare, at: &str) -> Result<Compare, ApiError> {
     use v1::compare::{Operand, Result as Relation, Target};
 
     let op = match Relation::try_from(compare.result) {
@@ -312,10 +322,12 @@ fn compare(compare: v1::Compare, at: &str) -> Result<Compare, Status> {
         Ok(Relation::Greater) => CompareOp::Greater,
         Ok(Relation::Less) => CompareOp::Less,
         Ok(Relation::Unspecified) => {
-            return Err(invalid_argument(format!("{at}result must be set")));
+            return Err(ApiError::invalid_argument(format!(
+                "{at}result must be set"
+            )));
         }
         Err(_) => {
-            return Err(invalid_argument(format!(
+            return Err(ApiError::invalid_argument(format!(
                 "{at}result has unknown value {}",
                 compare.result
             )));
@@ -323,18 +335,20 @@ fn compare(compare: v1::Compare, at: &str) -> Result<Compare, Status> {
     };
     let target = match Target::try_from(compare.target) {
         Ok(Target::Unspecified) => {
-            return Err(invalid_argument(format!("{at}target must be set")));
+            return Err(ApiError::invalid_argument(format!(
+                "{at}target must be set"
+            )));
         }
         Ok(target) => target,
         Err(_) => {
-            return Err(invalid_argument(format!(
+            return Err(ApiError::invalid_argument(format!(
                 "{at}target has unknown value {}",
                 compare.target
             )));
         }
     };
     let Some(operand) = compare.operand else {
-        return Err(invalid_argument(format!(
+        return Err(ApiError::invalid_argument(format!(
             "{at}operand must be set (the one matching target {})",
             target.as_str_name()
         )));
@@ -346,7 +360,7 @@ fn compare(compare: v1::Compare, at: &str) -> Result<Compare, Status> {
         (Target::CreateRevision, Operand::CreateRevision(r)) => CompareTarget::CreateRevision(r),
         (Target::Lease, Operand::Lease(l)) => CompareTarget::Lease(l),
         (target, operand) => {
-            return Err(invalid_argument(format!(
+            return Err(ApiError::invalid_argument(format!(
                 "{at}target {} does not match the operand that is set ({})",
                 target.as_str_name(),
                 operand_name(&operand)
@@ -375,35 +389,35 @@ fn txn_ops(
     ops: Vec<v1::TxnOp>,
     branch: &str,
     max_range_keys: u64,
-) -> Result<(Vec<TxnOp>, Vec<OpShape>), Status> {
+) -> Result<(Vec<TxnOp>, Vec<OpShape>), ApiError> {
     ops.into_iter()
         .enumerate()
         .map(|(i, op)| txn_op(op, &format!("{branch}[{i}]"), max_range_keys))
         .collect()
 }
 
-fn txn_op(op: v1::TxnOp, at: &str, max_range_keys: u64) -> Result<(TxnOp, OpShape), Status> {
+fn txn_op(op: v1::TxnOp, at: &str, max_range_keys: u64) -> Result<(TxnOp, OpShape), ApiError> {
     use v1::txn_op::Op;
 
     match op.op {
-        None => Err(invalid_argument(format!(
+        None => Err(ApiError::invalid_argument(format!(
             "{at}: no operation set (range, put or delete_range)"
         ))),
         Some(Op::Range(range)) => {
             let at = format!("{at}.range.");
             if range.revision != 0 {
-                return Err(invalid_argument(format!(
+                return Err(ApiError::invalid_argument(format!(
                     "{at}revision must be 0: a range inside a Txn reads the Txn's own state \
                      (historical reads are not supported)"
                 )));
             }
             if range.serializable {
-                return Err(invalid_argument(format!(
+                return Err(ApiError::invalid_argument(format!(
                     "{at}serializable must be false: a range inside a Txn reads the Txn's own state"
                 )));
             }
             if range.count_only {
-                return Err(invalid_argument(format!(
+                return Err(ApiError::invalid_argument(format!(
                     "{at}count_only is not supported inside a Txn; use a Range call"
                 )));
             }
@@ -434,7 +448,7 @@ fn txn_op(op: v1::TxnOp, at: &str, max_range_keys: u64) -> Result<(TxnOp, OpShap
             let at = format!("{at}.delete_range.");
             no_guard_or_id(delete.guard.is_some(), delete.request_id.is_some(), &at)?;
             if delete.prev_kv {
-                return Err(invalid_argument(format!(
+                return Err(ApiError::invalid_argument(format!(
                     "{at}prev_kv is not supported inside a Txn; read the keys with a range first"
                 )));
             }
@@ -444,14 +458,14 @@ fn txn_op(op: v1::TxnOp, at: &str, max_range_keys: u64) -> Result<(TxnOp, OpShap
     }
 }
 
-fn no_guard_or_id(guard: bool, request_id: bool, at: &str) -> Result<(), Status> {
+fn no_guard_or_id(guard: bool, request_id: bool, at: &str) -> Result<(), ApiError> {
     if guard {
-        return Err(invalid_argument(format!(
+        return Err(ApiError::invalid_argument(format!(
             "{at}guard must be unset: the Txn's guard covers all its operations"
         )));
     }
     if request_id {
-        return Err(invalid_argument(format!(
+        return Err(ApiError::invalid_argument(format!(
             "{at}request_id must be unset: the Txn's request_id covers all its operations"
         )));
     }
@@ -459,7 +473,7 @@ fn no_guard_or_id(guard: bool, request_id: bool, at: &str) -> Result<(), Status>
 }
 
 /// A lease Grant, validated (TTL bounds).
-pub fn grant_request(request: v1::LeaseGrantRequest, limits: &Limits) -> Result<Request, Status> {
+pub fn grant_request(request: v1::LeaseGrantRequest, limits: &Limits) -> Result<Request, ApiError> {
     let request_id = request_id(request.request_id)?;
     validated(
         Request {
@@ -474,7 +488,10 @@ pub fn grant_request(request: v1::LeaseGrantRequest, limits: &Limits) -> Result<
 }
 
 /// A lease Revoke, validated (id 0 is refused).
-pub fn revoke_request(request: v1::LeaseRevokeRequest, limits: &Limits) -> Result<Request, Status> {
+pub fn revoke_request(
+    request: v1::LeaseRevokeRequest,
+    limits: &Limits,
+) -> Result<Request, ApiError> {
     let request_id = request_id(request.request_id)?;
     validated(
         Request {
@@ -495,11 +512,11 @@ pub fn revoke_request(request: v1::LeaseRevokeRequest, limits: &Limits) -> Resul
 pub fn keepalive_ids(
     request: &v1::LeaseKeepAliveRequest,
     limits: &Limits,
-) -> Result<Vec<LeaseId>, Status> {
+) -> Result<Vec<LeaseId>, ApiError> {
     let listed = request.ids.len() as u64;
     let max = limits.get(LimitKind::BatchIds);
     if listed > max {
-        return Err(rejection_status(&Rejection::LimitExceeded {
+        return Err(ApiError::from(Rejection::LimitExceeded {
             limit: LimitKind::BatchIds,
             max,
             actual: listed,
@@ -515,14 +532,14 @@ pub fn keepalive_ids(
     if !ids.is_empty() {
         Request::new(Command::Renew { ids: ids.clone() })
             .validate(limits)
-            .map_err(|r| rejection_status(&r))?;
+            .map_err(ApiError::from)?;
     }
     Ok(ids)
 }
 
 /// A Lock call's LockAcquire, validated. The call's `timeout_ms` is the server's business: see
 /// [`lock_wait_ms`].
-pub fn lock_request(request: v1::LockRequest, limits: &Limits) -> Result<Request, Status> {
+pub fn lock_request(request: v1::LockRequest, limits: &Limits) -> Result<Request, ApiError> {
     validated(
         Request::new(Command::LockAcquire {
             name: request.name,
@@ -535,12 +552,12 @@ pub fn lock_request(request: v1::LockRequest, limits: &Limits) -> Result<Request
 
 /// How long a Lock call may block for the lock, in milliseconds: 0 without `wait` (then
 /// `timeout_ms` is ignored) or when `timeout_ms` is 0; above `max_lock_wait_ms` → LIMIT_EXCEEDED.
-pub fn lock_wait_ms(request: &v1::LockRequest, max_lock_wait_ms: u64) -> Result<u64, Status> {
+pub fn lock_wait_ms(request: &v1::LockRequest, max_lock_wait_ms: u64) -> Result<u64, ApiError> {
     if !request.wait {
         return Ok(0);
     }
     if request.timeout_ms > max_lock_wait_ms {
-        return Err(errors::limit_exceeded(
+        return Err(ApiError::limit_exceeded(
             "max_lock_wait_ms",
             max_lock_wait_ms,
             request.timeout_ms,
@@ -551,7 +568,7 @@ pub fn lock_wait_ms(request: &v1::LockRequest, max_lock_wait_ms: u64) -> Result<
 
 /// An Unlock, validated: token 0 withdraws the lease from the wait queue (core `LockCancel`), any
 /// other token is a fenced release (`LockRelease`).
-pub fn unlock_request(request: v1::UnlockRequest, limits: &Limits) -> Result<Request, Status> {
+pub fn unlock_request(request: v1::UnlockRequest, limits: &Limits) -> Result<Request, ApiError> {
     let request_id = request_id(request.request_id)?;
     let command = if request.token == 0 {
         Command::LockCancel {
@@ -577,7 +594,7 @@ pub fn unlock_request(request: v1::UnlockRequest, limits: &Limits) -> Result<Req
 /// The event kinds a watch delivers, from `WatchCreateRequest.event_types`: empty → `None` (every
 /// kind, also ones added later). UNSPECIFIED or an unknown value → INVALID_ARGUMENT, like every
 /// enum this server reads: a filter the server cannot honour would silently deliver nothing.
-pub fn event_kinds(event_types: &[i32]) -> Result<Option<Vec<EventKind>>, Status> {
+pub fn event_kinds(event_types: &[i32]) -> Result<Option<Vec<EventKind>>, ApiError> {
     if event_types.is_empty() {
         return Ok(None);
     }
@@ -589,12 +606,12 @@ pub fn event_kinds(event_types: &[i32]) -> Result<Option<Vec<EventKind>>, Status
             Ok(v1::EventType::Expire) => EventKind::Expire,
             Ok(v1::EventType::Revoke) => EventKind::Revoke,
             Ok(v1::EventType::Unspecified) => {
-                return Err(invalid_argument(format!(
+                return Err(ApiError::invalid_argument(format!(
                     "event_types[{at}] must not be EVENT_TYPE_UNSPECIFIED"
                 )));
             }
             Err(_) => {
-                return Err(invalid_argument(format!(
+                return Err(ApiError::invalid_argument(format!(
                     "event_types[{at}] has unknown value {value}"
                 )));
             }
@@ -658,33 +675,6 @@ fn kvs(kvs: Vec<zaris_core::KeyValue>, keys_only: bool) -> Vec<v1::KeyValue> {
     }
 }
 
-/// INTERNAL for an outcome of the wrong kind for `call`.
-fn unexpected(call: &str, outcome: &Outcome) -> Status {
-    errors::internal(format!(
-        "{call} got an unexpected {} outcome from the state machine (a request_id reused for a \
-         different request causes this)",
-        outcome_name(outcome)
-    ))
-}
-
-/// A short name for messages; never the contents (they may be large or sensitive).
-fn outcome_name(outcome: &Outcome) -> &'static str {
-    match outcome {
-        Outcome::Granted { .. } => "Granted",
-        Outcome::Renewed { .. } => "Renewed",
-        Outcome::Revoked { .. } => "Revoked",
-        Outcome::Expired { .. } => "Expired",
-        Outcome::Put { .. } => "Put",
-        Outcome::Deleted { .. } => "Deleted",
-        Outcome::Txn { .. } => "Txn",
-        Outcome::Lock(_) => "Lock",
-        Outcome::Unlocked { .. } => "Unlocked",
-        Outcome::Cancelled(_) => "Cancelled",
-        Outcome::LimitsSet => "LimitsSet",
-        Outcome::Ignored => "Ignored",
-    }
-}
-
 /// A Range answer. `keys_only` empties every value; `count_only` drops the key-values and keeps
 /// `count`. `more` is the core's (more keys matched than the page limit let through) either way.
 pub fn range_response(
@@ -707,13 +697,16 @@ pub fn range_response(
 
 /// A Put answer: written → OK (with the previous pair if the request asked for it: the core only
 /// returns it then); guard failed → GUARD_FAILED; lease not found → LEASE_NOT_FOUND.
-pub fn put_response(header: ResponseHeader, response: Response) -> Result<v1::PutResponse, Status> {
+pub fn put_response(
+    header: ResponseHeader,
+    response: Response,
+) -> Result<v1::PutResponse, ApiError> {
     let (result, prev_kv) = match response {
         Ok(Outcome::Put { prev }) => (v1::PutResult::Ok, prev.map(kv)),
         Err(Rejection::GuardFailed { .. }) => (v1::PutResult::GuardFailed, None),
         Err(Rejection::LeaseNotFound(_)) => (v1::PutResult::LeaseNotFound, None),
-        Err(rejection) => return Err(rejection_status(&rejection)),
-        Ok(other) => return Err(unexpected("Put", &other)),
+        Err(rejection) => return Err(rejection.into()),
+        Ok(other) => return Err(ApiError::unexpected("Put", &other)),
     };
     Ok(v1::PutResponse {
         header: Some(header),
@@ -727,12 +720,12 @@ pub fn put_response(header: ResponseHeader, response: Response) -> Result<v1::Pu
 pub fn delete_response(
     header: ResponseHeader,
     response: Response,
-) -> Result<v1::DeleteRangeResponse, Status> {
+) -> Result<v1::DeleteRangeResponse, ApiError> {
     let (result, deleted, prev) = match response {
         Ok(Outcome::Deleted { deleted, prev }) => (v1::DeleteResult::Ok, deleted, prev),
         Err(Rejection::GuardFailed { .. }) => (v1::DeleteResult::GuardFailed, 0, Vec::new()),
-        Err(rejection) => return Err(rejection_status(&rejection)),
-        Ok(other) => return Err(unexpected("DeleteRange", &other)),
+        Err(rejection) => return Err(rejection.into()),
+        Ok(other) => return Err(ApiError::unexpected("DeleteRange", &other)),
     };
     Ok(v1::DeleteRangeResponse {
         header: Some(header),
@@ -752,7 +745,7 @@ pub fn txn_response(
     header: ResponseHeader,
     shape: &TxnShape,
     response: Response,
-) -> Result<v1::TxnResponse, Status> {
+) -> Result<v1::TxnResponse, ApiError> {
     let (result, responses) = match response {
         Ok(Outcome::Txn { succeeded, results }) => {
             let (result, shapes) = if succeeded {
@@ -761,7 +754,7 @@ pub fn txn_response(
                 (v1::TxnResult::CompareFailed, &shape.failure)
             };
             if shapes.len() != results.len() {
-                return Err(errors::internal(format!(
+                return Err(ApiError::Internal(format!(
                     "Txn got {} operation results for a branch of {} operations (a request_id \
                      reused for a different request causes this)",
                     results.len(),
@@ -777,8 +770,8 @@ pub fn txn_response(
         }
         Err(Rejection::GuardFailed { .. }) => (v1::TxnResult::GuardFailed, Vec::new()),
         Err(Rejection::LeaseNotFound(_)) => (v1::TxnResult::LeaseNotFound, Vec::new()),
-        Err(rejection) => return Err(rejection_status(&rejection)),
-        Ok(other) => return Err(unexpected("Txn", &other)),
+        Err(rejection) => return Err(rejection.into()),
+        Ok(other) => return Err(ApiError::unexpected("Txn", &other)),
     };
     Ok(v1::TxnResponse {
         header: Some(header),
@@ -788,7 +781,7 @@ pub fn txn_response(
 }
 
 /// One Txn operation's result; nested responses carry no header.
-fn op_response(shape: OpShape, result: OpResult) -> Result<v1::TxnOpResponse, Status> {
+fn op_response(shape: OpShape, result: OpResult) -> Result<v1::TxnOpResponse, ApiError> {
     use v1::txn_op_response::Response as Op;
 
     let response = match (shape, result) {
@@ -815,7 +808,7 @@ fn op_response(shape: OpShape, result: OpResult) -> Result<v1::TxnOpResponse, St
             })
         }
         (shape, _) => {
-            return Err(errors::internal(format!(
+            return Err(ApiError::Internal(format!(
                 "Txn got an operation result that does not match its {shape:?} operation (a \
                  request_id reused for a different request causes this)"
             )));
@@ -831,14 +824,14 @@ fn op_response(shape: OpShape, result: OpResult) -> Result<v1::TxnOpResponse, St
 pub fn grant_response(
     header: ResponseHeader,
     response: Response,
-) -> Result<v1::LeaseGrantResponse, Status> {
+) -> Result<v1::LeaseGrantResponse, ApiError> {
     let (result, id, ttl_ms, next_free_id) = match response {
         Ok(Outcome::Granted { id, ttl_ms }) => (v1::GrantResult::Granted, id, ttl_ms, 0),
         Err(Rejection::LeaseIdUsed { next_free, .. }) => {
             (v1::GrantResult::IdInUse, 0, 0, next_free)
         }
-        Err(rejection) => return Err(rejection_status(&rejection)),
-        Ok(other) => return Err(unexpected("Grant", &other)),
+        Err(rejection) => return Err(rejection.into()),
+        Ok(other) => return Err(ApiError::unexpected("Grant", &other)),
     };
     Ok(v1::LeaseGrantResponse {
         header: Some(header),
@@ -853,12 +846,12 @@ pub fn grant_response(
 pub fn revoke_response(
     header: ResponseHeader,
     response: Response,
-) -> Result<v1::LeaseRevokeResponse, Status> {
+) -> Result<v1::LeaseRevokeResponse, ApiError> {
     let result = match response {
         Ok(Outcome::Revoked { .. }) => v1::RevokeResult::Revoked,
         Err(Rejection::LeaseNotFound(_)) => v1::RevokeResult::NotFound,
-        Err(rejection) => return Err(rejection_status(&rejection)),
-        Ok(other) => return Err(unexpected("Revoke", &other)),
+        Err(rejection) => return Err(rejection.into()),
+        Ok(other) => return Err(ApiError::unexpected("Revoke", &other)),
     };
     Ok(v1::LeaseRevokeResponse {
         header: Some(header),
@@ -877,14 +870,14 @@ pub struct Renewals {
 impl Renewals {
     /// From the Renew's response; a rejection (a batch over `max_batch_ids`, say) is the status
     /// every request in the batch gets.
-    pub fn from_response(response: &Response) -> Result<Self, Status> {
+    pub fn from_response(response: &Response) -> Result<Self, ApiError> {
         match response {
             Ok(Outcome::Renewed { renewed, not_found }) => Ok(Renewals {
                 renewed: renewed.iter().copied().collect(),
                 not_found: not_found.iter().copied().collect(),
             }),
-            Err(rejection) => Err(rejection_status(rejection)),
-            Ok(other) => Err(unexpected("KeepAlive", other)),
+            Err(rejection) => Err(rejection.clone().into()),
+            Ok(other) => Err(ApiError::unexpected("KeepAlive", other)),
         }
     }
 }
@@ -898,7 +891,7 @@ pub fn keepalive_response(
     seq: u64,
     ids: &[LeaseId],
     renewals: &Renewals,
-) -> Result<v1::LeaseKeepAliveResponse, Status> {
+) -> Result<v1::LeaseKeepAliveResponse, ApiError> {
     let mut renewed = Vec::new();
     let mut not_found = Vec::new();
     for &id in ids {
@@ -907,7 +900,7 @@ pub fn keepalive_response(
         } else if renewals.not_found.contains(&id) {
             not_found.push(id);
         } else {
-            return Err(errors::internal(format!(
+            return Err(ApiError::Internal(format!(
                 "lease {id} is missing from the outcome of the renew batch that carried it"
             )));
         }
@@ -928,7 +921,7 @@ pub fn keepalive_response(
 pub fn lock_response(
     header: ResponseHeader,
     response: Response,
-) -> Result<v1::LockResponse, Status> {
+) -> Result<v1::LockResponse, ApiError> {
     let mut answer = v1::LockResponse {
         header: Some(header),
         ..v1::LockResponse::default()
@@ -950,8 +943,8 @@ pub fn lock_response(
         Err(Rejection::LeaseNotFound(_)) => {
             answer.result = v1::LockResult::LeaseNotFound.into();
         }
-        Err(rejection) => return Err(rejection_status(&rejection)),
-        Ok(other) => return Err(unexpected("Lock", &other)),
+        Err(rejection) => return Err(rejection.into()),
+        Ok(other) => return Err(ApiError::unexpected("Lock", &other)),
     }
     Ok(answer)
 }
@@ -962,7 +955,7 @@ pub fn lock_response(
 pub fn unlock_response(
     header: ResponseHeader,
     response: Response,
-) -> Result<v1::UnlockResponse, Status> {
+) -> Result<v1::UnlockResponse, ApiError> {
     let (result, token) = match response {
         Ok(Outcome::Unlocked { .. }) => (v1::UnlockResult::Released, 0),
         Ok(Outcome::Cancelled(CancelOutcome::Withdrawn)) => (v1::UnlockResult::Withdrawn, 0),
@@ -970,8 +963,8 @@ pub fn unlock_response(
         Ok(Outcome::Cancelled(CancelOutcome::NotWaiting)) | Err(Rejection::NotHolder { .. }) => {
             (v1::UnlockResult::NotHolder, 0)
         }
-        Err(rejection) => return Err(rejection_status(&rejection)),
-        Ok(other) => return Err(unexpected("Unlock", &other)),
+        Err(rejection) => return Err(rejection.into()),
+        Ok(other) => return Err(ApiError::unexpected("Unlock", &other)),
     };
     Ok(v1::UnlockResponse {
         header: Some(header),
@@ -1044,7 +1037,7 @@ pub fn lock_status_response(
 
 #[cfg(test)]
 mod tests {
-    use tonic::Code;
+    use tonic::{Code, Status};
     use zaris_core::State;
     use zaris_proto::v1::{ErrorCode, ErrorDetail, Outcome as WireOutcome};
 
@@ -1079,17 +1072,17 @@ mod tests {
         }
     }
 
-    fn ok<T>(result: Result<T, Status>) -> T {
+    fn ok<T>(result: Result<T, ApiError>) -> T {
         match result {
             Ok(value) => value,
             Err(status) => panic!("unexpected error: {status:?}"),
         }
     }
 
-    fn err<T: std::fmt::Debug>(result: Result<T, Status>) -> Status {
+    fn err<T: std::fmt::Debug>(result: Result<T, ApiError>) -> Status {
         match result {
             Ok(value) => panic!("expected an error, got {value:?}"),
-            Err(status) => status,
+            Err(error) => error.into(),
         }
     }
 
@@ -1101,7 +1094,7 @@ mod tests {
     }
 
     /// Asserts INVALID_ARGUMENT / INVALID_ARGUMENT, definite, with `needle` in the message.
-    fn assert_invalid<T: std::fmt::Debug>(result: Result<T, Status>, needle: &str) {
+    fn assert_invalid<T: std::fmt::Debug>(result: Result<T, ApiError>, needle: &str) {
         let status = err(result);
         let detail = detail(&status);
         assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
@@ -1115,7 +1108,7 @@ mod tests {
     }
 
     /// Asserts RESOURCE_EXHAUSTED with `code`, naming limit `name`.
-    fn assert_limit<T: std::fmt::Debug>(result: Result<T, Status>, code: ErrorCode, name: &str) {
+    fn assert_limit<T: std::fmt::Debug>(result: Result<T, ApiError>, code: ErrorCode, name: &str) {
         let status = err(result);
         let detail = detail(&status);
         assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
@@ -1125,7 +1118,7 @@ mod tests {
         assert!(detail.message.contains(name), "{:?}", detail.message);
     }
 
-    fn assert_internal<T: std::fmt::Debug>(result: Result<T, Status>) {
+    fn assert_internal<T: std::fmt::Debug>(result: Result<T, ApiError>) {
         let status = err(result);
         assert_eq!(status.code(), Code::Internal, "{status:?}");
         assert_eq!(detail(&status).code(), ErrorCode::Internal);
@@ -1647,7 +1640,7 @@ mod tests {
         ok(txn_request(request, &small(), MAX_RANGE_KEYS))
     }
 
-    fn txn_err(request: v1::TxnRequest) -> Result<(Request, TxnShape), Status> {
+    fn txn_err(request: v1::TxnRequest) -> Result<(Request, TxnShape), ApiError> {
         txn_request(request, &small(), MAX_RANGE_KEYS)
     }
 

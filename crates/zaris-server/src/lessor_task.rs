@@ -79,8 +79,8 @@ impl ExpiryLoop {
                 let careless = false;
                 // Expire nothing until this leader has applied everything committed before its
                 // term (its first entry of the term is applied): then promote.
-                if !careless && let Err(status) = self.proposer.linearizable().await {
-                    debug!(node_id = self.node_id, term, %status, "not yet ready to promote the lessor");
+                if !careless && let Err(error) = self.proposer.linearizable().await {
+                    debug!(node_id = self.node_id, term, %error, "not yet ready to promote the lessor");
                     continue;
                 }
                 let now_ms = self.clock.now_ms_rounded_up();
@@ -146,8 +146,8 @@ impl ExpiryLoop {
                 );
                 true
             }
-            Err(status) => {
-                warn!(node_id = self.node_id, %status, "cannot set the cluster limits yet");
+            Err(error) => {
+                warn!(node_id = self.node_id, %error, "cannot set the cluster limits yet");
                 false
             }
         }
@@ -204,9 +204,9 @@ impl ExpiryLoop {
                         return;
                     }
                 },
-                Err(status) => {
+                Err(error) => {
                     // The lessor holds these back and hands them out again after retry_after_ms.
-                    warn!(node_id = self.node_id, count, %status, "expiry proposal failed");
+                    warn!(node_id = self.node_id, count, %error, "expiry proposal failed");
                     return;
                 }
             }

@@ -6,7 +6,7 @@
 pub mod clock;
 pub mod config;
 pub mod convert;
-pub mod errors;
+pub mod error;
 #[cfg(feature = "fault-injection")]
 pub mod faults;
 mod health;

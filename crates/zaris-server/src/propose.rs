@@ -1,16 +1,14 @@
-//! Proposing commands and confirming leadership for reads: the one place that turns openraft's
-//! errors into client-facing statuses (leader redirect, definite vs indeterminate).
+//! Proposing commands and confirming leadership for reads, with a server-side deadline. A failure
+//! comes back as an [`ApiError`] (built from openraft's error in `error::raft`).
 
 use std::time::Duration;
 
-use openraft::errors::{ClientWriteError, ForwardToLeader, LinearizableReadError, RaftError};
 use openraft::{ReadPolicy, async_runtime::WatchReceiver};
-use tonic::Status;
 use zaris_core::{Request, Revision};
 use zaris_proto::v1::ResponseHeader;
-use zaris_raft::{Proposal, Raft, Reply, TypeConfig};
+use zaris_raft::{Proposal, Raft, Reply};
 
-use crate::errors;
+use crate::error::ApiError;
 use crate::metrics as m;
 
 #[derive(Clone, Debug)]
@@ -36,7 +34,7 @@ impl Proposer {
     }
 
     /// Proposes one request and waits until it is committed and applied on this node.
-    pub async fn propose(&self, request: Request) -> Result<Reply, Status> {
+    pub async fn propose(&self, request: Request) -> Result<Reply, ApiError> {
         let command = request.command.name();
         let write = self.raft.client_write(Proposal(request));
         let result = match tokio::time::timeout(self.timeout, write).await {
@@ -44,7 +42,7 @@ impl Proposer {
             Err(_) => {
                 metrics::counter!(m::PROPOSALS, "command" => command, "outcome" => "timeout")
                     .increment(1);
-                return Err(errors::timeout(true));
+                return Err(ApiError::Timeout { proposed: true });
             }
         };
         match result {
@@ -54,60 +52,27 @@ impl Proposer {
                 Ok(response.data)
             }
             Err(error) => {
-                let (outcome, status) = self.write_error(error);
+                let error = ApiError::from_write_error(error, self.node_id, self.term());
+                // Only a ForwardToLeader becomes a redirect (NOT_LEADER or NO_LEADER).
+                let outcome = match error {
+                    ApiError::NotLeader { .. } | ApiError::NoLeader => "redirected",
+                    _ => "failed",
+                };
                 metrics::counter!(m::PROPOSALS, "command" => command, "outcome" => outcome)
                     .increment(1);
-                Err(status)
+                Err(error)
             }
         }
-    }
-
-    /// The metric outcome and the client's status for a failed write.
-    fn write_error(
-        &self,
-        error: RaftError<TypeConfig, ClientWriteError<TypeConfig>>,
-    ) -> (&'static str, Status) {
-        let status = match error {
-            RaftError::APIError(ClientWriteError::ForwardToLeader(forward)) => {
-                return ("redirected", self.redirect(&forward));
-            }
-            // The entry was appended, then dropped by a leader change: it may still commit.
-            RaftError::APIError(ClientWriteError::LogEntryDiscarded(_)) => {
-                errors::indeterminate("leadership changed before the request committed")
-            }
-            RaftError::APIError(
-                e @ (ClientWriteError::ChangeMembershipError(_)
-                | ClientWriteError::PreconditionFailed(_)),
-            ) => errors::internal(format!("unexpected write error: {e}")),
-            RaftError::Fatal(fatal) => errors::raft_failed(fatal, true),
-        };
-        ("failed", status)
     }
 
     /// Waits until this node may serve a linearizable read: it is the leader, a quorum confirmed
     /// it, and it has applied everything committed before the read.
-    pub async fn linearizable(&self) -> Result<(), Status> {
+    pub async fn linearizable(&self) -> Result<(), ApiError> {
         let read = self.raft.ensure_linearizable(ReadPolicy::ReadIndex);
         match tokio::time::timeout(self.timeout, read).await {
-            Err(_) => Err(errors::timeout(false)),
+            Err(_) => Err(ApiError::Timeout { proposed: false }),
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(forward)))) => {
-                Err(self.redirect(&forward))
-            }
-            // A read that cannot confirm leadership did nothing: definite, retry elsewhere.
-            Ok(Err(RaftError::APIError(LinearizableReadError::QuorumNotEnough(_)))) => {
-                Err(errors::no_leader())
-            }
-            Ok(Err(RaftError::Fatal(fatal))) => Err(errors::raft_failed(fatal, false)),
-        }
-    }
-
-    pub fn redirect(&self, forward: &ForwardToLeader<TypeConfig>) -> Status {
-        match (&forward.leader_id, &forward.leader_node) {
-            (Some(id), Some(node)) if *id != self.node_id => {
-                errors::not_leader(*id, &node.addr, self.term())
-            }
-            _ => errors::no_leader(),
+            Ok(Err(error)) => Err(ApiError::from_read_error(error, self.node_id, self.term())),
         }
     }
 

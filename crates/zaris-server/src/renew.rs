@@ -7,12 +7,11 @@ use std::sync::Arc;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tonic::Status;
 use zaris_core::{Command, LeaseId, Request, Revision};
 use zaris_raft::StateHandle;
 
 use crate::convert::Renewals;
-use crate::errors;
+use crate::error::ApiError;
 use crate::metrics as m;
 use crate::propose::Proposer;
 
@@ -26,7 +25,7 @@ pub struct Renewal {
 
 struct Pending {
     ids: Vec<LeaseId>,
-    reply: oneshot::Sender<Result<Renewal, Status>>,
+    reply: oneshot::Sender<Result<Renewal, ApiError>>,
 }
 
 /// Queue of keepalives waiting to be batched. Bounded: a full queue pushes back on clients.
@@ -79,7 +78,7 @@ impl RenewBatcher {
     }
 
     /// Renews `ids` (already validated: non-empty, within the batch limit) in the next batch.
-    pub async fn renew(&self, ids: Vec<LeaseId>) -> Result<Renewal, Status> {
+    pub async fn renew(&self, ids: Vec<LeaseId>) -> Result<Renewal, ApiError> {
         #[cfg(feature = "fault-injection")]
         if let Some(early) = self.ack_early(&ids) {
             return early;
@@ -88,9 +87,10 @@ impl RenewBatcher {
         self.tx
             .send(Pending { ids, reply })
             .await
-            .map_err(|_| errors::shutting_down(false))?;
+            .map_err(|_| ApiError::ShuttingDown { proposed: false })?;
         // The batch may have been proposed before the node stopped.
-        rx.await.map_err(|_| errors::shutting_down(true))?
+        rx.await
+            .map_err(|_| ApiError::ShuttingDown { proposed: true })?
     }
 }
 
@@ -98,7 +98,7 @@ impl RenewBatcher {
     /// The `renew-ack-before-commit` bug: on the node that believes it leads, answer from the
     /// leases live now and propose the Renew in the background, whatever becomes of it.
     #[cfg(feature = "fault-injection")]
-    fn ack_early(&self, ids: &[LeaseId]) -> Option<Result<Renewal, Status>> {
+    fn ack_early(&self, ids: &[LeaseId]) -> Option<Result<Renewal, ApiError>> {
         let (proposer, state, tracker) = self.early_ack.as_ref()?;
         if !proposer.is_raft_leader() {
             return None;

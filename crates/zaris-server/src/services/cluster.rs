@@ -8,14 +8,14 @@ use openraft::{BasicNode, ChangeMembers, ServerState};
 use tonic::{Request, Response, Status};
 use zaris_proto::v1::cluster_server::Cluster;
 use zaris_proto::v1::{
-    ErrorCode, ErrorDetail, Member, MemberAddRequest, MemberAddResponse, MemberKind,
-    MemberListRequest, MemberListResponse, MemberPromoteRequest, MemberPromoteResponse,
-    MemberRemoveRequest, MemberRemoveResponse, NodeRole, Outcome, StatusRequest, StatusResponse,
+    Member, MemberAddRequest, MemberAddResponse, MemberKind, MemberListRequest, MemberListResponse,
+    MemberPromoteRequest, MemberPromoteResponse, MemberRemoveRequest, MemberRemoveResponse,
+    NodeRole, StatusRequest, StatusResponse,
 };
 use zaris_raft::TypeConfig;
 
 use super::NodeContext;
-use crate::errors;
+use crate::error::ApiError;
 
 /// How long MemberAdd (with promotion) and MemberPromote wait for a learner to catch up before
 /// refusing to make it a voter (LEARNER_NOT_CAUGHT_UP). Shorter than a client's request timeout,
@@ -62,40 +62,14 @@ impl ClusterService {
     fn membership_error(
         &self,
         error: RaftError<TypeConfig, ClientWriteError<TypeConfig>>,
-    ) -> Status {
-        match error {
-            RaftError::APIError(ClientWriteError::ForwardToLeader(forward)) => {
-                self.0.proposer.redirect(&forward)
-            }
-            RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => {
-                let code = match &e {
-                    openraft::errors::ChangeMembershipError::InProgress(_) => {
-                        ErrorCode::MembershipChangeInProgress
-                    }
-                    openraft::errors::ChangeMembershipError::LearnerNotFound(_) => {
-                        ErrorCode::MemberNotFound
-                    }
-                    _ => ErrorCode::MembershipRejected,
-                };
-                ErrorDetail::new(code, Outcome::Definite, e.to_string()).into_status()
-            }
-            RaftError::APIError(ClientWriteError::PreconditionFailed(e)) => ErrorDetail::new(
-                ErrorCode::MembershipRejected,
-                Outcome::Definite,
-                e.to_string(),
-            )
-            .into_status(),
-            RaftError::APIError(ClientWriteError::LogEntryDiscarded(_)) => {
-                errors::indeterminate("leadership changed during the membership change")
-            }
-            RaftError::Fatal(fatal) => errors::raft_failed(fatal, true),
-        }
+    ) -> ApiError {
+        ApiError::from_membership_error(error, self.0.node_id, self.0.proposer.term())
     }
 
     /// Removing the Raft leader itself: hand leadership to another voter first, then send the
     /// caller there (a leader removing itself from the membership is a transition openraft does
     /// not handle gracefully). The client follows the redirect and retries at the new leader.
-    async fn hand_over_leadership(&self) -> Status {
+    async fn hand_over_leadership(&self) -> ApiError {
         let raft = self.0.proposer.raft();
         let metrics = raft.metrics().borrow_watched().clone();
         let Some(successor) = metrics
@@ -104,15 +78,10 @@ impl ClusterService {
             .voter_ids()
             .find(|voter| *voter != self.0.node_id)
         else {
-            return ErrorDetail::new(
-                ErrorCode::MembershipRejected,
-                Outcome::Definite,
-                "cannot remove the only voter",
-            )
-            .into_status();
+            return ApiError::MembershipRejected("cannot remove the only voter".into());
         };
         if let Err(e) = raft.trigger().transfer_leader(successor).await {
-            return errors::internal(format!("cannot transfer leadership: {e}"));
+            return ApiError::Internal(format!("cannot transfer leadership: {e}"));
         }
         let handed_over = raft
             .wait(Some(std::time::Duration::from_secs(5)))
@@ -130,15 +99,19 @@ impl ClusterService {
                     .get_node(&leader)
                     .map(|n| n.addr.clone())
                     .unwrap_or_default();
-                errors::not_leader(leader, &address, m.current_term)
+                ApiError::NotLeader {
+                    leader_id: leader,
+                    leader_addr: address,
+                    term: m.current_term,
+                }
             }
-            Err(_) => errors::no_leader(),
+            Err(_) => ApiError::NoLeader,
         }
     }
 
     /// Waits until no membership change is in flight (the latest membership is committed), so a
     /// change starts from a settled configuration and a response means the change is done.
-    async fn settle(&self) -> Result<(), Status> {
+    async fn settle(&self) -> Result<(), ApiError> {
         self.0
             .proposer
             .raft()
@@ -150,12 +123,9 @@ impl ClusterService {
             .await
             .map(|_| ())
             .map_err(|_| {
-                ErrorDetail::new(
-                    ErrorCode::MembershipChangeInProgress,
-                    Outcome::Definite,
-                    "a membership change is still in progress; retry later",
+                ApiError::MembershipChangeInProgress(
+                    "a membership change is still in progress; retry later".into(),
                 )
-                .into_status()
             })
     }
 
@@ -163,7 +133,7 @@ impl ClusterService {
     /// everything it had committed when the wait began: only such a learner may become a voter.
     /// A voter that cannot receive entries (a wrong address, a node that is down) would count
     /// toward every quorum and could leave a small cluster unable to commit, or even to remove it.
-    async fn caught_up(&self, id: u64) -> Result<(), Status> {
+    async fn caught_up(&self, id: u64) -> Result<(), ApiError> {
         let raft = self.0.proposer.raft();
         let committed = raft
             .metrics()
@@ -194,27 +164,20 @@ impl ClusterService {
                         .unwrap_or_default();
                     (matched(&m), address)
                 };
-                Err(ErrorDetail::new(
-                    ErrorCode::LearnerNotCaughtUp,
-                    Outcome::Definite,
-                    format!(
-                        "member {id} at {address} is a learner that has not caught up within {} s \
-                         (it has entries up to {matched}, the cluster has committed {committed}), \
-                         so it was not made a voter: check that it runs and that the address is \
-                         right, then `member promote {id}`, or `member remove {id}`",
-                        LEARNER_CATCH_UP_WAIT.as_secs()
-                    ),
-                )
-                .into_status())
+                Err(ApiError::LearnerNotCaughtUp {
+                    id,
+                    address,
+                    matched,
+                    committed,
+                    waited_s: LEARNER_CATCH_UP_WAIT.as_secs(),
+                })
             }
         }
     }
 
-    fn validate_id(id: u64) -> Result<(), Status> {
+    fn validate_id(id: u64) -> Result<(), ApiError> {
         if id == 0 {
-            return Err(zaris_proto::invalid_argument(
-                "member id must be at least 1",
-            ));
+            return Err(ApiError::invalid_argument("member id must be at least 1"));
         }
         Ok(())
     }
@@ -267,25 +230,22 @@ impl Cluster for ClusterService {
         let request = request.into_inner();
         Self::validate_id(request.id)?;
         if request.address.is_empty() || request.address.parse::<std::net::SocketAddr>().is_err() {
-            return Err(zaris_proto::invalid_argument(format!(
+            return Err(ApiError::invalid_argument(format!(
                 "member address {:?} is not host:port",
                 request.address
-            )));
+            ))
+            .into());
         }
         if let Some(existing) = self
             .members()
             .iter()
             .find(|m| m.id == request.id || m.address == request.address)
         {
-            return Err(ErrorDetail::new(
-                ErrorCode::MemberExists,
-                Outcome::Definite,
-                format!(
-                    "member {} at {} already exists",
-                    existing.id, existing.address
-                ),
-            )
-            .into_status());
+            return Err(ApiError::MemberExists {
+                id: existing.id,
+                address: existing.address.clone(),
+            }
+            .into());
         }
         self.settle().await?;
         let raft = self.0.proposer.raft();
@@ -348,17 +308,10 @@ impl Cluster for ClusterService {
             .members()
             .into_iter()
             .find(|m| m.id == id)
-            .ok_or_else(|| {
-                ErrorDetail::new(
-                    ErrorCode::MemberNotFound,
-                    Outcome::Definite,
-                    format!("member {id} not found"),
-                )
-                .into_status()
-            })?;
+            .ok_or_else(|| ApiError::MemberNotFound(format!("member {id} not found")))?;
         let raft = self.0.proposer.raft();
         if id == self.0.node_id && raft.is_leader() {
-            return Err(self.hand_over_leadership().await);
+            return Err(self.hand_over_leadership().await.into());
         }
         let ids = BTreeSet::from([id]);
         let change = if member.kind == MemberKind::Voter as i32 {

@@ -20,13 +20,16 @@ pub struct KvService(pub NodeContext);
 impl KvService {
     /// The `ack-before-commit` bug: answers OK with a made-up revision (last applied + 1) and
     /// proposes in the background, so the write may be lost, or land at another revision.
-    fn ack_before_commit(&self, request: zaris_core::Request) -> Result<PutResponse, Status> {
+    fn ack_before_commit(
+        &self,
+        request: zaris_core::Request,
+    ) -> Result<PutResponse, crate::error::ApiError> {
         let revision = self.0.state.read(|d| d.state.last_applied()) + 1;
         let proposer = self.0.proposer.clone();
         let node_id = self.0.node_id;
         self.0.tasks.spawn(async move {
-            if let Err(status) = proposer.propose(request).await {
-                tracing::warn!(node_id, %status, "ack-before-commit: an acknowledged put failed");
+            if let Err(error) = proposer.propose(request).await {
+                tracing::warn!(node_id, %error, "ack-before-commit: an acknowledged put failed");
             }
         });
         convert::put_response(

@@ -18,6 +18,7 @@ use zaris_proto::v1::{
 use super::NodeContext;
 use crate::config::{MAX_LEASE_KEYS_LISTED, MAX_LEASE_LIST};
 use crate::convert;
+use crate::error::ApiError;
 
 #[derive(Clone, Debug)]
 pub struct LeaseService(pub NodeContext);
@@ -32,7 +33,7 @@ impl LeaseService {
     async fn keepalive_one(
         context: &NodeContext,
         request: LeaseKeepAliveRequest,
-    ) -> Result<LeaseKeepAliveResponse, Status> {
+    ) -> Result<LeaseKeepAliveResponse, ApiError> {
         let ids = convert::keepalive_ids(&request, &context.limits()?)?;
         if ids.is_empty() {
             let revision = context.state.read(|d| d.state.last_applied());
@@ -104,7 +105,9 @@ impl Lease for LeaseService {
                     },
                 };
                 let answer = match message {
-                    Ok(request) => Self::keepalive_one(&context, request).await,
+                    Ok(request) => Self::keepalive_one(&context, request)
+                        .await
+                        .map_err(Status::from),
                     Err(status) => Err(status),
                 };
                 let failed = answer.is_err();

@@ -65,9 +65,9 @@ impl Lock for LockService {
         };
         let reply = match self.0.proposer.propose(acquire).await {
             Ok(reply) => reply,
-            Err(status) => {
+            Err(error) => {
                 forget(&registration);
-                return Err(status);
+                return Err(error.into());
             }
         };
         let queued = matches!(

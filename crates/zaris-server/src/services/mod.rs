@@ -15,6 +15,7 @@ use zaris_core::{Lessor, Limits};
 use zaris_raft::StateHandle;
 
 use crate::clock::Clock;
+use crate::error::ApiError;
 use crate::locks::LockWaiters;
 use crate::propose::Proposer;
 use crate::renew::RenewBatcher;
@@ -50,14 +51,14 @@ impl NodeContext {
     /// before it is proposed (and again when applied).
     ///
     /// Until the first leader has set them, requests are refused as retryable (NO_LEADER).
-    pub fn limits(&self) -> Result<Limits, tonic::Status> {
+    pub fn limits(&self) -> Result<Limits, ApiError> {
         let (set, limits) = self
             .state
             .read(|d| (d.state.limits_set(), d.state.limits().clone()));
         if set {
             Ok(limits)
         } else {
-            Err(crate::errors::initializing())
+            Err(ApiError::Initializing)
         }
     }
 

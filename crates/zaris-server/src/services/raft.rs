@@ -5,10 +5,10 @@ use serde::de::DeserializeOwned;
 use tonic::{Request, Response, Status, Streaming};
 use zaris_core::codec;
 use zaris_proto::v1::raft_service_server::RaftService;
-use zaris_proto::v1::{ErrorCode, ErrorDetail, Outcome, RaftMessage, RaftSnapshotChunk};
+use zaris_proto::v1::{RaftMessage, RaftSnapshotChunk};
 use zaris_raft::{Raft, Snapshot, SnapshotMeta, Vote};
 
-use crate::errors;
+use crate::error::ApiError;
 use crate::network::MAX_RAFT_MESSAGE_BYTES;
 
 #[derive(Clone, Debug)]
@@ -22,38 +22,29 @@ impl RaftPeerService {
         RaftPeerService { raft, cluster_id }
     }
 
-    fn check_cluster(&self, cluster_id: u64) -> Result<(), Status> {
+    fn check_cluster(&self, cluster_id: u64) -> Result<(), ApiError> {
         if cluster_id == self.cluster_id {
             return Ok(());
         }
-        Err(ErrorDetail::new(
-            ErrorCode::ClusterMismatch,
-            Outcome::Definite,
-            format!(
-                "peer belongs to cluster {cluster_id:#x}, this node to {:#x}",
-                self.cluster_id
-            ),
-        )
-        .into_status())
+        Err(ApiError::ClusterMismatch {
+            peer: cluster_id,
+            local: self.cluster_id,
+        })
     }
 
-    fn decode<T: DeserializeOwned>(&self, message: RaftMessage) -> Result<T, Status> {
+    fn decode<T: DeserializeOwned>(&self, message: RaftMessage) -> Result<T, ApiError> {
         self.check_cluster(message.cluster_id)?;
         codec::decode(&message.payload, MAX_RAFT_MESSAGE_BYTES)
-            .map_err(|e| zaris_proto::invalid_argument(format!("bad Raft message: {e}")))
+            .map_err(|e| ApiError::invalid_argument(format!("bad Raft message: {e}")))
     }
 
-    fn reply<T: Serialize>(&self, value: &T) -> Result<Response<RaftMessage>, Status> {
-        let payload = codec::encode(value).map_err(|e| errors::internal(e.to_string()))?;
+    fn reply<T: Serialize>(&self, value: &T) -> Result<Response<RaftMessage>, ApiError> {
+        let payload = codec::encode(value).map_err(|e| ApiError::Internal(e.to_string()))?;
         Ok(Response::new(RaftMessage {
             cluster_id: self.cluster_id,
             payload,
         }))
     }
-}
-
-fn fatal(e: impl std::fmt::Display) -> Status {
-    errors::internal(format!("raft node stopped: {e}"))
 }
 
 #[tonic::async_trait]
@@ -63,14 +54,18 @@ impl RaftService for RaftPeerService {
         request: Request<RaftMessage>,
     ) -> Result<Response<RaftMessage>, Status> {
         let rpc = self.decode(request.into_inner())?;
-        let response = self.raft.append_entries(rpc).await.map_err(fatal)?;
-        self.reply(&response)
+        let response = self
+            .raft
+            .append_entries(rpc)
+            .await
+            .map_err(ApiError::raft_stopped)?;
+        Ok(self.reply(&response)?)
     }
 
     async fn vote(&self, request: Request<RaftMessage>) -> Result<Response<RaftMessage>, Status> {
         let rpc = self.decode(request.into_inner())?;
-        let response = self.raft.vote(rpc).await.map_err(fatal)?;
-        self.reply(&response)
+        let response = self.raft.vote(rpc).await.map_err(ApiError::raft_stopped)?;
+        Ok(self.reply(&response)?)
     }
 
     async fn pre_vote(
@@ -78,8 +73,12 @@ impl RaftService for RaftPeerService {
         request: Request<RaftMessage>,
     ) -> Result<Response<RaftMessage>, Status> {
         let rpc = self.decode(request.into_inner())?;
-        let response = self.raft.pre_vote(rpc).await.map_err(fatal)?;
-        self.reply(&response)
+        let response = self
+            .raft
+            .pre_vote(rpc)
+            .await
+            .map_err(ApiError::raft_stopped)?;
+        Ok(self.reply(&response)?)
     }
 
     async fn transfer_leader(
@@ -87,8 +86,12 @@ impl RaftService for RaftPeerService {
         request: Request<RaftMessage>,
     ) -> Result<Response<RaftMessage>, Status> {
         let rpc = self.decode(request.into_inner())?;
-        let response = self.raft.handle_transfer_leader(rpc).await.map_err(fatal)?;
-        self.reply(&response)
+        let response = self
+            .raft
+            .handle_transfer_leader(rpc)
+            .await
+            .map_err(ApiError::raft_stopped)?;
+        Ok(self.reply(&response)?)
     }
 
     async fn install_snapshot(
@@ -99,18 +102,19 @@ impl RaftService for RaftPeerService {
         let head = chunks
             .message()
             .await?
-            .ok_or_else(|| zaris_proto::invalid_argument("empty snapshot stream"))?;
+            .ok_or_else(|| ApiError::invalid_argument("empty snapshot stream"))?;
         self.check_cluster(head.cluster_id)?;
         let (vote, meta): (Vote, SnapshotMeta) = codec::decode(&head.meta, MAX_RAFT_MESSAGE_BYTES)
-            .map_err(|e| zaris_proto::invalid_argument(format!("bad snapshot header: {e}")))?;
+            .map_err(|e| ApiError::invalid_argument(format!("bad snapshot header: {e}")))?;
         let mut data = head.data;
         while let Some(chunk) = chunks.message().await? {
             if data.len() + chunk.data.len() > codec::MAX_SNAPSHOT_BYTES {
-                return Err(zaris_proto::limit_exceeded(
+                return Err(ApiError::limit_exceeded(
                     "max_snapshot_bytes",
                     codec::MAX_SNAPSHOT_BYTES as u64,
                     (data.len() + chunk.data.len()) as u64,
-                ));
+                )
+                .into());
             }
             data.extend_from_slice(&chunk.data);
         }
@@ -122,7 +126,7 @@ impl RaftService for RaftPeerService {
             .raft
             .install_full_snapshot(vote, snapshot)
             .await
-            .map_err(fatal)?;
-        self.reply(&response)
+            .map_err(ApiError::raft_stopped)?;
+        Ok(self.reply(&response)?)
     }
 }

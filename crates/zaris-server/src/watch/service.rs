@@ -30,8 +30,9 @@ use super::hub::{HistoryGap, WatchHub};
 use crate::config::{
     MAX_WATCH_EVENTS_PER_RESPONSE, MAX_WATCHES_PER_STREAM, WATCH_RESPONSE_TARGET_BYTES,
 };
+use crate::error::ApiError;
 use crate::services::NodeContext;
-use crate::{convert, errors, metrics as m};
+use crate::{convert, metrics as m};
 
 /// Responses buffered per stream. Small: the history, not this buffer, is what lets a watcher
 /// fall behind for a while.
@@ -79,7 +80,7 @@ enum End {
     /// The client closed its side, failed, or stopped receiving.
     Client,
     /// The stream ends with this error (a malformed request).
-    Fail(Status),
+    Fail(ApiError),
 }
 
 /// The sending side of a stream: a send gives up when the node stops.
@@ -201,9 +202,9 @@ impl StreamTask {
         };
         match end {
             End::Shutdown => self.notify_shutdown(&outbox).await,
-            End::Fail(status) => {
-                debug!(node_id, error = %status, "watch stream ended by a bad request");
-                let _ = outbox.send(Err(status)).await;
+            End::Fail(error) => {
+                debug!(node_id, %error, "watch stream ended by a bad request");
+                let _ = outbox.send(Err(error.into())).await;
             }
             End::Client => {}
         }
@@ -245,7 +246,7 @@ impl StreamTask {
                 pending.through = head;
                 Ok(())
             }
-            None => Err(End::Fail(errors::invalid_argument(
+            None => Err(End::Fail(ApiError::invalid_argument(
                 "a WatchRequest must set one of create, cancel or progress",
             ))),
         }
@@ -259,12 +260,12 @@ impl StreamTask {
     ) -> Result<(), End> {
         let id = create.watch_id;
         if id == 0 {
-            return Err(End::Fail(errors::invalid_argument(
+            return Err(End::Fail(ApiError::invalid_argument(
                 "watch_id must not be 0: responses with watch_id 0 are progress reports",
             )));
         }
         if self.watches.contains_key(&id) {
-            return Err(End::Fail(errors::invalid_argument(format!(
+            return Err(End::Fail(ApiError::invalid_argument(format!(
                 "watch_id {id} is already open on this stream"
             ))));
         }
