@@ -575,24 +575,56 @@ mod tests {
         RpcError::from_status(&status, "127.0.0.1:7001")
     }
 
+    // Statuses as a server sends them (zaris-proto only encodes; the server builds its own).
+    fn not_leader(raft_leader_id: u64, raft_leader_address: &str) -> Status {
+        let mut detail = ErrorDetail::new(
+            ErrorCode::NotLeader,
+            Outcome::Definite,
+            format!(
+                "not the Raft leader; the Raft leader is node {raft_leader_id} at \
+                 {raft_leader_address}"
+            ),
+        );
+        detail.raft_leader_id = raft_leader_id;
+        detail.raft_leader_address = raft_leader_address.into();
+        detail.into_status()
+    }
+
+    fn no_leader() -> Status {
+        ErrorDetail::new(
+            ErrorCode::NoLeader,
+            Outcome::Definite,
+            "no Raft leader is known; retry later, preferably on another member",
+        )
+        .into_status()
+    }
+
+    fn invalid_argument(message: &str) -> Status {
+        ErrorDetail::new(ErrorCode::InvalidArgument, Outcome::Definite, message).into_status()
+    }
+
+    fn limit_exceeded(name: &str, limit: u64, actual: u64) -> Status {
+        ErrorDetail::new(
+            ErrorCode::LimitExceeded,
+            Outcome::Definite,
+            format!("limit {name} exceeded: {actual} > {limit}"),
+        )
+        .with_limit(name, limit, actual)
+        .into_status()
+    }
+
     #[test]
     fn not_leader_with_address_redirects() {
         assert_eq!(
-            disposition(&rpc(zaris_proto::not_leader(2, "127.0.0.1:7002"))),
+            disposition(&rpc(not_leader(2, "127.0.0.1:7002"))),
             Disposition::Redirect("127.0.0.1:7002".into())
         );
     }
 
     #[test]
     fn leaderless_and_transport_failures_rotate() {
-        assert_eq!(
-            disposition(&rpc(zaris_proto::no_leader())),
-            Disposition::Rotate
-        );
-        assert_eq!(
-            disposition(&rpc(zaris_proto::not_leader(2, ""))),
-            Disposition::Rotate
-        );
+        assert_eq!(disposition(&rpc(no_leader())), Disposition::Rotate);
+        assert_eq!(disposition(&rpc(not_leader(2, ""))), Disposition::Rotate);
         assert_eq!(
             disposition(&rpc(Status::unavailable("tcp connect error"))),
             Disposition::Rotate
@@ -622,11 +654,11 @@ mod tests {
     #[test]
     fn request_errors_are_final() {
         assert_eq!(
-            disposition(&rpc(zaris_proto::invalid_argument("empty key"))),
+            disposition(&rpc(invalid_argument("empty key"))),
             Disposition::Fail
         );
         assert_eq!(
-            disposition(&rpc(zaris_proto::limit_exceeded("max_key_bytes", 10, 20))),
+            disposition(&rpc(limit_exceeded("max_key_bytes", 10, 20))),
             Disposition::Fail
         );
         let missing = ErrorDetail::new(ErrorCode::MemberNotFound, Outcome::Definite, "no 9");

@@ -337,9 +337,33 @@ impl std::error::Error for RpcError {}
 mod tests {
     use super::*;
 
+    // Statuses as a server sends them (zaris-proto only encodes; the server builds its own).
+    fn not_leader(raft_leader_id: u64, raft_leader_address: &str) -> Status {
+        let mut detail = ErrorDetail::new(
+            ErrorCode::NotLeader,
+            Outcome::Definite,
+            format!(
+                "not the Raft leader; the Raft leader is node {raft_leader_id} at \
+                 {raft_leader_address}"
+            ),
+        );
+        detail.raft_leader_id = raft_leader_id;
+        detail.raft_leader_address = raft_leader_address.into();
+        detail.into_status()
+    }
+
+    fn no_leader() -> Status {
+        ErrorDetail::new(
+            ErrorCode::NoLeader,
+            Outcome::Definite,
+            "no Raft leader is known; retry later, preferably on another member",
+        )
+        .into_status()
+    }
+
     #[test]
     fn not_leader_status_is_definite_and_carries_the_leader() {
-        let err = RpcError::from_status(&zaris_proto::not_leader(2, "127.0.0.1:7002"), "a:1");
+        let err = RpcError::from_status(&not_leader(2, "127.0.0.1:7002"), "a:1");
         assert_eq!(err.code(), Code::Unavailable);
         assert_eq!(err.error_code(), Some(ErrorCode::NotLeader));
         assert!(err.is_definite());
@@ -379,7 +403,7 @@ mod tests {
 
     #[test]
     fn display_says_code_and_outcome() {
-        let err = RpcError::from_status(&zaris_proto::no_leader(), "127.0.0.1:7001");
+        let err = RpcError::from_status(&no_leader(), "127.0.0.1:7001");
         let text = err.to_string();
         assert!(
             text.starts_with("127.0.0.1:7001: no Raft leader is known"),
@@ -399,7 +423,7 @@ mod tests {
 
     #[test]
     fn exhausted_error_reports_the_aggregate_outcome_and_the_last_rpc() {
-        let last = RpcError::from_status(&zaris_proto::no_leader(), "h:1");
+        let last = RpcError::from_status(&no_leader(), "h:1");
         let err = Error::DeadlineExhausted {
             attempts: 3,
             elapsed: Duration::from_secs(10),

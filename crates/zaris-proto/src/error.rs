@@ -113,53 +113,6 @@ impl From<ErrorDetail> for Status {
     }
 }
 
-/// UNAVAILABLE / NOT_LEADER: this member is not the Raft leader; node `raft_leader_id` is, and
-/// serves the client API at `raft_leader_address`. Definite: nothing was proposed.
-///
-/// To also say the leader's term (so a client can order conflicting redirects), build the
-/// [`ErrorDetail`] directly and set `raft_term`.
-pub fn not_leader(raft_leader_id: u64, raft_leader_address: impl Into<String>) -> Status {
-    let raft_leader_address = raft_leader_address.into();
-    let mut detail = ErrorDetail::new(
-        ErrorCode::NotLeader,
-        Outcome::Definite,
-        format!(
-            "not the Raft leader; the Raft leader is node {raft_leader_id} at \
-             {raft_leader_address}"
-        ),
-    );
-    detail.raft_leader_id = raft_leader_id;
-    detail.raft_leader_address = raft_leader_address;
-    detail.into_status()
-}
-
-/// UNAVAILABLE / NO_LEADER: no Raft leader is known. Definite: nothing was proposed.
-pub fn no_leader() -> Status {
-    ErrorDetail::new(
-        ErrorCode::NoLeader,
-        Outcome::Definite,
-        "no Raft leader is known; retry later, preferably on another member",
-    )
-    .into_status()
-}
-
-/// INVALID_ARGUMENT / INVALID_ARGUMENT: the request is malformed; `message` names the field.
-pub fn invalid_argument(message: impl Into<String>) -> Status {
-    ErrorDetail::new(ErrorCode::InvalidArgument, Outcome::Definite, message).into_status()
-}
-
-/// RESOURCE_EXHAUSTED / LIMIT_EXCEEDED: the request exceeds per-request limit `name` (`limit`),
-/// having `actual`.
-pub fn limit_exceeded(name: &str, limit: u64, actual: u64) -> Status {
-    ErrorDetail::new(
-        ErrorCode::LimitExceeded,
-        Outcome::Definite,
-        format!("limit {name} exceeded: {actual} > {limit}"),
-    )
-    .with_limit(name, limit, actual)
-    .into_status()
-}
-
 /// The [`ErrorDetail`] a Zaris server put in `status`, if any. `None` for statuses produced by
 /// the transport or the gRPC framework, and for details that do not decode (see [`try_detail`]).
 pub fn detail(status: &Status) -> Option<ErrorDetail> {

@@ -24,10 +24,7 @@ pub mod v1 {
     tonic::include_proto!("zaris.v1");
 }
 
-pub use error::{
-    ERROR_DETAIL_TYPE_URL, detail, invalid_argument, limit_exceeded, no_leader, not_leader,
-    outcome, try_detail,
-};
+pub use error::{ERROR_DETAIL_TYPE_URL, detail, outcome, try_detail};
 
 /// The encoded `google.protobuf.FileDescriptorSet` of every zaris.v1 file, with source info
 /// (comments). Feed it to a reflection service so tools like grpcurl can browse the API.

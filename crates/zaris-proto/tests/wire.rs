@@ -10,7 +10,7 @@ use prost::Message;
 use prost::bytes::Bytes;
 use tonic::codegen::http::HeaderMap;
 use tonic::{Code, Status};
-use zaris_proto::error::{ERROR_DETAIL_TYPE_URL, limit_exceeded, no_leader, not_leader};
+use zaris_proto::error::ERROR_DETAIL_TYPE_URL;
 use zaris_proto::v1::{
     Compare, DeleteRangeRequest, ErrorCode, ErrorDetail, Event, EventType, Guard, KeyValue,
     LeaseKeepAliveRequest, LeaseKeepAliveResponse, LeaseRenewed, LimitViolation, LockRequest,
@@ -41,6 +41,39 @@ fn full_detail() -> ErrorDetail {
         member_id: 1,
         applied_revision: 23,
     }
+}
+
+// The statuses a server sends (it builds them from its own error type; the encoding is this
+// crate's).
+
+fn not_leader(raft_leader_id: u64, raft_leader_address: &str) -> Status {
+    let mut detail = ErrorDetail::new(
+        ErrorCode::NotLeader,
+        Outcome::Definite,
+        format!("not the Raft leader; retry at node {raft_leader_id} at {raft_leader_address}"),
+    );
+    detail.raft_leader_id = raft_leader_id;
+    detail.raft_leader_address = raft_leader_address.into();
+    detail.into_status()
+}
+
+fn no_leader() -> Status {
+    ErrorDetail::new(
+        ErrorCode::NoLeader,
+        Outcome::Definite,
+        "no Raft leader is known",
+    )
+    .into_status()
+}
+
+fn limit_exceeded(name: &str, limit: u64, actual: u64) -> Status {
+    ErrorDetail::new(
+        ErrorCode::LimitExceeded,
+        Outcome::Definite,
+        format!("limit {name} exceeded: {actual} > {limit}"),
+    )
+    .with_limit(name, limit, actual)
+    .into_status()
 }
 
 /// Sends `status` through the HTTP/2 header encoding tonic uses for trailers and reads it back.
