@@ -1,26 +1,62 @@
 //! Group commit for keepalives: renewals from every client stream are merged into one `Renew`
 //! entry per batch (one Raft round trip and one fsync for thousands of leases), with a few batches
 //! in flight at once. A renewal is acknowledged only after its entry is committed and applied.
+//!
+//! The batcher hands each request back the applied outcome ([`Renewal`], core types only); the
+//! Lease service turns it into the wire answer (`convert::lease::keepalive_response`).
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use zaris_core::{Command, LeaseId, Request, Revision};
+use zaris_core::{Command, LeaseId, Outcome, Request, Response, Revision};
 use zaris_raft::StateHandle;
 
-use crate::convert::Renewals;
 use crate::error::ApiError;
 use crate::metrics as m;
 use crate::propose::Proposer;
 
 /// The outcome of the Renew entry that carried a keepalive request's ids, shared by every
-/// request in the batch (answer each with [`crate::convert::keepalive_response`]).
+/// request in the batch (answer each with `convert::lease::keepalive_response`).
 #[derive(Clone, Debug)]
 pub struct Renewal {
     pub revision: Revision,
     pub renewals: Arc<Renewals>,
+}
+
+/// The outcome of one applied Renew (possibly the group-committed ids of many KeepAlive requests),
+/// indexed by lease id so that each request in the batch is answered without rescanning it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Renewals {
+    renewed: HashMap<LeaseId, u64>,
+    not_found: HashSet<LeaseId>,
+}
+
+impl Renewals {
+    /// From the Renew's response; a rejection (a batch over `max_batch_ids`, say) is the error
+    /// every request in the batch gets.
+    pub fn from_response(response: &Response) -> Result<Self, ApiError> {
+        match response {
+            Ok(Outcome::Renewed { renewed, not_found }) => Ok(Renewals {
+                renewed: renewed.iter().copied().collect(),
+                not_found: not_found.iter().copied().collect(),
+            }),
+            Err(rejection) => Err(rejection.clone().into()),
+            Ok(other) => Err(ApiError::unexpected("KeepAlive", other)),
+        }
+    }
+
+    /// The TTL lease `id` was renewed with, if the Renew renewed it.
+    pub fn renewed(&self, id: LeaseId) -> Option<u64> {
+        self.renewed.get(&id).copied()
+    }
+
+    /// Whether the Renew found no lease `id` (it ended: expired or revoked).
+    pub fn not_found(&self, id: LeaseId) -> bool {
+        self.not_found.contains(&id)
+    }
 }
 
 struct Pending {
@@ -114,7 +150,7 @@ impl RenewBatcher {
             }
             (
                 d.state.last_applied(),
-                zaris_core::Outcome::Renewed { renewed, not_found },
+                Outcome::Renewed { renewed, not_found },
             )
         });
         let proposer = proposer.clone();

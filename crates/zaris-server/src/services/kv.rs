@@ -32,7 +32,7 @@ impl KvService {
                 tracing::warn!(node_id, %error, "ack-before-commit: an acknowledged put failed");
             }
         });
-        convert::put_response(
+        convert::kv::put_response(
             self.0.proposer.header(revision),
             Ok(zaris_core::Outcome::Put { prev: None }),
         )
@@ -45,7 +45,8 @@ impl Kv for KvService {
         &self,
         request: Request<RangeRequest>,
     ) -> Result<Response<RangeResponse>, Status> {
-        let query = convert::range_query(request.into_inner(), &self.0.limits()?, MAX_RANGE_KEYS)?;
+        let query =
+            convert::kv::range_query(request.into_inner(), &self.0.limits()?, MAX_RANGE_KEYS)?;
         // Serializable reads are served from this node's applied state, possibly stale; all
         // others wait until this node is a confirmed leader that applied everything committed.
         #[cfg(feature = "fault-injection")]
@@ -61,8 +62,8 @@ impl Kv for KvService {
                 d.state.last_applied(),
             )
         });
-        convert::check_read_revision(query.revision, revision)?;
-        Ok(Response::new(convert::range_response(
+        convert::kv::check_read_revision(query.revision, revision)?;
+        Ok(Response::new(convert::kv::range_response(
             self.0.proposer.header(revision),
             result,
             query.keys_only,
@@ -71,14 +72,14 @@ impl Kv for KvService {
     }
 
     async fn put(&self, request: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {
-        let request = convert::put_request(request.into_inner(), &self.0.limits()?)?;
+        let request = convert::kv::put_request(request.into_inner(), &self.0.limits()?)?;
         #[cfg(feature = "fault-injection")]
         if self.0.faults.has(Bug::AckBeforeCommit) && self.0.proposer.is_raft_leader() {
             return Ok(Response::new(self.ack_before_commit(request)?));
         }
         let reply = self.0.proposer.propose(request).await?;
         let header = self.0.proposer.header(reply.revision);
-        Ok(Response::new(convert::put_response(
+        Ok(Response::new(convert::kv::put_response(
             header,
             reply.response,
         )?))
@@ -88,10 +89,10 @@ impl Kv for KvService {
         &self,
         request: Request<DeleteRangeRequest>,
     ) -> Result<Response<DeleteRangeResponse>, Status> {
-        let request = convert::delete_request(request.into_inner(), &self.0.limits()?)?;
+        let request = convert::kv::delete_request(request.into_inner(), &self.0.limits()?)?;
         let reply = self.0.proposer.propose(request).await?;
         let header = self.0.proposer.header(reply.revision);
-        Ok(Response::new(convert::delete_response(
+        Ok(Response::new(convert::kv::delete_response(
             header,
             reply.response,
         )?))
@@ -99,10 +100,10 @@ impl Kv for KvService {
 
     async fn txn(&self, request: Request<TxnRequest>) -> Result<Response<TxnResponse>, Status> {
         let (request, shape) =
-            convert::txn_request(request.into_inner(), &self.0.limits()?, MAX_RANGE_KEYS)?;
+            convert::kv::txn_request(request.into_inner(), &self.0.limits()?, MAX_RANGE_KEYS)?;
         let reply = self.0.proposer.propose(request).await?;
         let header = self.0.proposer.header(reply.revision);
-        Ok(Response::new(convert::txn_response(
+        Ok(Response::new(convert::kv::txn_response(
             header,
             &shape,
             reply.response,

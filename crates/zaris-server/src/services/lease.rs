@@ -34,7 +34,7 @@ impl LeaseService {
         context: &NodeContext,
         request: LeaseKeepAliveRequest,
     ) -> Result<LeaseKeepAliveResponse, ApiError> {
-        let ids = convert::keepalive_ids(&request, &context.limits()?)?;
+        let ids = convert::lease::keepalive_ids(&request, &context.limits()?)?;
         if ids.is_empty() {
             let revision = context.state.read(|d| d.state.last_applied());
             return Ok(LeaseKeepAliveResponse {
@@ -44,7 +44,7 @@ impl LeaseService {
             });
         }
         let renewal = context.renewals.renew(ids.clone()).await?;
-        convert::keepalive_response(
+        convert::lease::keepalive_response(
             context.proposer.header(renewal.revision),
             request.seq,
             &ids,
@@ -59,10 +59,10 @@ impl Lease for LeaseService {
         &self,
         request: Request<LeaseGrantRequest>,
     ) -> Result<Response<LeaseGrantResponse>, Status> {
-        let request = convert::grant_request(request.into_inner(), &self.0.limits()?)?;
+        let request = convert::lease::grant_request(request.into_inner(), &self.0.limits()?)?;
         let reply = self.0.proposer.propose(request).await?;
         let header = self.0.proposer.header(reply.revision);
-        Ok(Response::new(convert::grant_response(
+        Ok(Response::new(convert::lease::grant_response(
             header,
             reply.response,
         )?))
@@ -72,10 +72,10 @@ impl Lease for LeaseService {
         &self,
         request: Request<LeaseRevokeRequest>,
     ) -> Result<Response<LeaseRevokeResponse>, Status> {
-        let request = convert::revoke_request(request.into_inner(), &self.0.limits()?)?;
+        let request = convert::lease::revoke_request(request.into_inner(), &self.0.limits()?)?;
         let reply = self.0.proposer.propose(request).await?;
         let header = self.0.proposer.header(reply.revision);
-        Ok(Response::new(convert::revoke_response(
+        Ok(Response::new(convert::lease::revoke_response(
             header,
             reply.response,
         )?))
@@ -134,7 +134,7 @@ impl Lease for LeaseService {
             )
         });
         let remaining = self.0.remaining_ms(request.id);
-        Ok(Response::new(convert::lease_ttl_response(
+        Ok(Response::new(convert::lease::lease_ttl_response(
             self.0.proposer.header(revision),
             info,
             remaining,
@@ -159,7 +159,7 @@ impl Lease for LeaseService {
         leases.truncate(limit as usize);
         let summaries = leases
             .iter()
-            .map(|info| convert::lease_summary(info, self.0.remaining_ms(info.id)))
+            .map(|info| convert::lease::lease_summary(info, self.0.remaining_ms(info.id)))
             .collect();
         Ok(Response::new(LeaseListResponse {
             header: Some(self.0.proposer.header(revision)),

@@ -53,9 +53,9 @@ impl LockService {
 impl Lock for LockService {
     async fn lock(&self, request: Request<LockRequest>) -> Result<Response<LockResponse>, Status> {
         let request = request.into_inner();
-        let wait_ms = convert::lock_wait_ms(&request, MAX_LOCK_WAIT_MS)?;
+        let wait_ms = convert::lock::lock_wait_ms(&request, MAX_LOCK_WAIT_MS)?;
         let (name, lease) = (request.name.clone(), request.lease);
-        let acquire = convert::lock_request(request, &self.0.limits()?)?;
+        let acquire = convert::lock::lock_request(request, &self.0.limits()?)?;
         // Register before proposing: the hand-over may apply right after our own entry.
         let registration = (wait_ms > 0).then(|| self.0.waiters.register(&name, lease));
         let forget = |registration: &Option<Registration>| {
@@ -75,7 +75,7 @@ impl Lock for LockService {
             Ok(Outcome::Lock(LockOutcome::Queued { .. }))
         );
         let answer =
-            convert::lock_response(self.0.proposer.header(reply.revision), reply.response)?;
+            convert::lock::lock_response(self.0.proposer.header(reply.revision), reply.response)?;
         if !queued {
             forget(&registration);
             return Ok(Response::new(answer));
@@ -111,10 +111,10 @@ impl Lock for LockService {
         &self,
         request: Request<UnlockRequest>,
     ) -> Result<Response<UnlockResponse>, Status> {
-        let request = convert::unlock_request(request.into_inner(), &self.0.limits()?)?;
+        let request = convert::lock::unlock_request(request.into_inner(), &self.0.limits()?)?;
         let reply = self.0.proposer.propose(request).await?;
         let header = self.0.proposer.header(reply.revision);
-        Ok(Response::new(convert::unlock_response(
+        Ok(Response::new(convert::lock::unlock_response(
             header,
             reply.response,
         )?))
@@ -130,7 +130,7 @@ impl Lock for LockService {
             .0
             .state
             .read(|d| (d.state.lock(&name), d.state.last_applied()));
-        Ok(Response::new(convert::lock_status_response(
+        Ok(Response::new(convert::lock::lock_status_response(
             self.0.proposer.header(revision),
             info,
         )))

@@ -269,7 +269,7 @@ impl StreamTask {
                 "watch_id {id} is already open on this stream"
             ))));
         }
-        let kinds = convert::event_kinds(&create.event_types).map_err(End::Fail)?;
+        let kinds = convert::watch::event_kinds(&create.event_types).map_err(End::Fail)?;
         let limits = self.context.limits().map_err(End::Fail)?;
         let selector =
             convert::read_selector(&create.key, &create.range_end, create.prefix, &limits)
@@ -360,7 +360,9 @@ impl StreamTask {
                         events
                             .iter()
                             .filter(|event| watcher.wants(event))
-                            .map(|event| convert::watch_event(event, *revision, watcher.prev_kv))
+                            .map(|event| {
+                                convert::watch::watch_event(event, *revision, watcher.prev_kv)
+                            })
                     })
                     .collect();
                 watcher.cursor = read.next;

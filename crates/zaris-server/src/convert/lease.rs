@@ -1,0 +1,471 @@
+//! Grant, Revoke, KeepAlive, TimeToLive and Leases: requests in, answers out. A KeepAlive is
+//! answered from the applied Renew that carried its ids ([`Renewals`], from the renew batcher).
+
+use std::collections::HashSet;
+
+use zaris_core::{
+    Command, LeaseId, LeaseInfo, LimitKind, Limits, Outcome, Rejection, Request, Response,
+};
+use zaris_proto::v1::{self, ResponseHeader};
+
+use super::{request_id, validated};
+use crate::error::ApiError;
+use crate::renew::Renewals;
+
+/// A lease Grant, validated (TTL bounds).
+pub fn grant_request(request: v1::LeaseGrantRequest, limits: &Limits) -> Result<Request, ApiError> {
+    let request_id = request_id(request.request_id)?;
+    validated(
+        Request {
+            request_id,
+            command: Command::Grant {
+                id: request.id,
+                ttl_ms: request.ttl_ms,
+            },
+        },
+        limits,
+    )
+}
+
+/// A lease Revoke, validated (id 0 is refused).
+pub fn revoke_request(
+    request: v1::LeaseRevokeRequest,
+    limits: &Limits,
+) -> Result<Request, ApiError> {
+    let request_id = request_id(request.request_id)?;
+    validated(
+        Request {
+            request_id,
+            command: Command::Revoke { id: request.id },
+        },
+        limits,
+    )
+}
+
+/// The lease ids of one KeepAlive request, validated, duplicates dropped (first occurrence kept:
+/// "an id listed twice is renewed and reported once"). At most `max_batch_ids` ids may be listed
+/// (counted before dropping duplicates); none may be 0. An empty list is valid and yields no ids:
+/// the server answers it at once, without a Raft entry.
+///
+/// The ids of many requests are merged into one Renew by the group committer; answer each request
+/// with [`keepalive_response`].
+pub fn keepalive_ids(
+    request: &v1::LeaseKeepAliveRequest,
+    limits: &Limits,
+) -> Result<Vec<LeaseId>, ApiError> {
+    let listed = request.ids.len() as u64;
+    let max = limits.get(LimitKind::BatchIds);
+    if listed > max {
+        return Err(ApiError::from(Rejection::LimitExceeded {
+            limit: LimitKind::BatchIds,
+            max,
+            actual: listed,
+        }));
+    }
+    let mut seen = HashSet::with_capacity(request.ids.len());
+    let ids: Vec<LeaseId> = request
+        .ids
+        .iter()
+        .copied()
+        .filter(|id| seen.insert(*id))
+        .collect();
+    if !ids.is_empty() {
+        Request::new(Command::Renew { ids: ids.clone() })
+            .validate(limits)
+            .map_err(ApiError::from)?;
+    }
+    Ok(ids)
+}
+
+/// A Grant answer: created → GRANTED with id and TTL; requested id used before → ID_IN_USE with the
+/// next free id.
+pub fn grant_response(
+    header: ResponseHeader,
+    response: Response,
+) -> Result<v1::LeaseGrantResponse, ApiError> {
+    let (result, id, ttl_ms, next_free_id) = match response {
+        Ok(Outcome::Granted { id, ttl_ms }) => (v1::GrantResult::Granted, id, ttl_ms, 0),
+        Err(Rejection::LeaseIdUsed { next_free, .. }) => {
+            (v1::GrantResult::IdInUse, 0, 0, next_free)
+        }
+        Err(rejection) => return Err(rejection.into()),
+        Ok(other) => return Err(ApiError::unexpected("Grant", &other)),
+    };
+    Ok(v1::LeaseGrantResponse {
+        header: Some(header),
+        result: result.into(),
+        id,
+        ttl_ms,
+        next_free_id,
+    })
+}
+
+/// A Revoke answer: ended → REVOKED; no such lease → NOT_FOUND.
+pub fn revoke_response(
+    header: ResponseHeader,
+    response: Response,
+) -> Result<v1::LeaseRevokeResponse, ApiError> {
+    let result = match response {
+        Ok(Outcome::Revoked { .. }) => v1::RevokeResult::Revoked,
+        Err(Rejection::LeaseNotFound(_)) => v1::RevokeResult::NotFound,
+        Err(rejection) => return Err(rejection.into()),
+        Ok(other) => return Err(ApiError::unexpected("Revoke", &other)),
+    };
+    Ok(v1::LeaseRevokeResponse {
+        header: Some(header),
+        result: result.into(),
+    })
+}
+
+/// The answer to one KeepAlive request whose (de-duplicated, see [`keepalive_ids`]) `ids` were
+/// part of the Renew behind `renewals`: `renewed` in the request's order, then `not_found`. An id
+/// the Renew did not cover is INTERNAL, never reported as not found: "not found" tells the client
+/// its lease is gone for good.
+pub fn keepalive_response(
+    header: ResponseHeader,
+    seq: u64,
+    ids: &[LeaseId],
+    renewals: &Renewals,
+) -> Result<v1::LeaseKeepAliveResponse, ApiError> {
+    let mut renewed = Vec::new();
+    let mut not_found = Vec::new();
+    for &id in ids {
+        if let Some(ttl_ms) = renewals.renewed(id) {
+            renewed.push(v1::LeaseRenewed { id, ttl_ms });
+        } else if renewals.not_found(id) {
+            not_found.push(id);
+        } else {
+            return Err(ApiError::Internal(format!(
+                "lease {id} is missing from the outcome of the renew batch that carried it"
+            )));
+        }
+    }
+    Ok(v1::LeaseKeepAliveResponse {
+        header: Some(header),
+        seq,
+        renewed,
+        not_found,
+    })
+}
+
+/// A TimeToLive answer. `info` is the lease (with its keys if the request asked for them), or
+/// `None` → `found: false` and nothing else set. `remaining_ttl_ms` comes from the lessor. At most
+/// `max_keys` bound keys are listed; `keys_truncated` says when there were more.
+pub fn lease_ttl_response(
+    header: ResponseHeader,
+    info: Option<LeaseInfo>,
+    remaining_ttl_ms: u64,
+    max_keys: usize,
+) -> v1::LeaseTimeToLiveResponse {
+    let Some(info) = info else {
+        return v1::LeaseTimeToLiveResponse {
+            header: Some(header),
+            ..v1::LeaseTimeToLiveResponse::default()
+        };
+    };
+    let mut bound_keys = info.keys;
+    let keys_truncated = bound_keys.len() > max_keys;
+    bound_keys.truncate(max_keys);
+    v1::LeaseTimeToLiveResponse {
+        header: Some(header),
+        found: true,
+        id: info.id,
+        ttl_ms: info.ttl_ms,
+        remaining_ttl_ms,
+        granted_revision: info.granted_revision,
+        renewed_revision: info.renewed_revision,
+        bound_keys,
+        keys_truncated,
+        locks_held: info.locks_held,
+        locks_waiting: info.locks_waiting,
+    }
+}
+
+/// One lease of a Leases listing.
+pub fn lease_summary(info: &LeaseInfo, remaining_ttl_ms: u64) -> v1::LeaseSummary {
+    v1::LeaseSummary {
+        id: info.id,
+        ttl_ms: info.ttl_ms,
+        remaining_ttl_ms,
+        key_count: info.key_count.into(),
+        lock_count: info.locks_held.len() as u64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tonic::Code;
+    use zaris_core::{
+        Command, LeaseInfo, LimitKind, Limits, Outcome, Rejection, Request, RequestId,
+    };
+    use zaris_proto::v1::{self, ErrorCode, Outcome as WireOutcome};
+
+    use crate::renew::Renewals;
+
+    use super::*;
+    use crate::convert::test_support::*;
+
+    #[test]
+    fn grant_requests() {
+        let request = ok(grant_request(
+            v1::LeaseGrantRequest {
+                ttl_ms: 5_000,
+                id: 42,
+                request_id: wire_id(3, 4),
+            },
+            &small(),
+        ));
+        assert_eq!(
+            request,
+            Request::with_id(
+                RequestId {
+                    client_id: 3,
+                    seq: 4,
+                    seen_revision: 0,
+                },
+                Command::Grant {
+                    id: 42,
+                    ttl_ms: 5_000
+                }
+            )
+        );
+        for (ttl_ms, name, bound) in [(999, "min_ttl_ms", 1_000), (60_001, "max_ttl_ms", 60_000)] {
+            let status = err(grant_request(
+                v1::LeaseGrantRequest {
+                    ttl_ms,
+                    ..Default::default()
+                },
+                &small(),
+            ));
+            let detail = detail(&status);
+            assert_eq!(status.code(), Code::InvalidArgument);
+            assert_eq!(detail.code(), ErrorCode::TtlOutOfRange);
+            assert_eq!(detail.outcome(), WireOutcome::Definite);
+            let limit = detail.limit.unwrap_or_default();
+            assert_eq!(
+                (limit.name.as_str(), limit.limit, limit.actual),
+                (name, bound, ttl_ms)
+            );
+        }
+    }
+
+    #[test]
+    fn grant_responses() {
+        let answer = ok(grant_response(
+            header(3),
+            Ok(Outcome::Granted {
+                id: 9,
+                ttl_ms: 5_000,
+            }),
+        ));
+        assert_eq!(answer.header, Some(header(3)));
+        assert_eq!(answer.result(), v1::GrantResult::Granted);
+        assert_eq!((answer.id, answer.ttl_ms), (9, 5_000));
+
+        let answer = ok(grant_response(
+            header(3),
+            Err(Rejection::LeaseIdUsed {
+                id: 9,
+                next_free: 12,
+            }),
+        ));
+        assert_eq!(answer.result(), v1::GrantResult::IdInUse);
+        assert_eq!((answer.id, answer.ttl_ms), (0, 0));
+        assert_eq!(answer.next_free_id, 12);
+
+        assert_limit(
+            grant_response(
+                header(3),
+                Err(Rejection::LimitExceeded {
+                    limit: LimitKind::Leases,
+                    max: 3,
+                    actual: 4,
+                }),
+            ),
+            ErrorCode::CapacityExceeded,
+            "max_leases",
+        );
+        assert_internal(grant_response(
+            header(3),
+            Ok(Outcome::Revoked {
+                id: 1,
+                keys_deleted: 0,
+            }),
+        ));
+    }
+
+    #[test]
+    fn revokes() {
+        let request = ok(revoke_request(
+            v1::LeaseRevokeRequest {
+                id: 5,
+                request_id: None,
+            },
+            &small(),
+        ));
+        assert_eq!(request, Request::new(Command::Revoke { id: 5 }));
+        assert_invalid(
+            revoke_request(v1::LeaseRevokeRequest::default(), &small()),
+            "lease id 0",
+        );
+
+        let answer = ok(revoke_response(
+            header(4),
+            Ok(Outcome::Revoked {
+                id: 5,
+                keys_deleted: 2,
+            }),
+        ));
+        assert_eq!(answer.header, Some(header(4)));
+        assert_eq!(answer.result(), v1::RevokeResult::Revoked);
+        let answer = ok(revoke_response(header(4), Err(Rejection::LeaseNotFound(5))));
+        assert_eq!(answer.result(), v1::RevokeResult::NotFound);
+        assert_internal(revoke_response(
+            header(4),
+            Ok(Outcome::Expired {
+                revoked: vec![5],
+                skipped: vec![],
+            }),
+        ));
+    }
+
+    #[test]
+    fn keepalive_ids_validation() {
+        let ids = |ids: Vec<u64>| v1::LeaseKeepAliveRequest { ids, seq: 1 };
+        let roomy = Limits {
+            max_batch_ids: 5,
+            ..small()
+        };
+        assert_eq!(
+            ok(keepalive_ids(&ids(vec![3, 1, 3, 2, 1]), &roomy)),
+            vec![3, 1, 2]
+        );
+        // The listed ids count against the limit, duplicates included.
+        assert_limit(
+            keepalive_ids(&ids(vec![1, 1, 1, 1]), &small()),
+            ErrorCode::LimitExceeded,
+            "max_batch_ids",
+        );
+        assert_eq!(ok(keepalive_ids(&ids(vec![]), &small())), Vec::<u64>::new());
+        assert_invalid(keepalive_ids(&ids(vec![1, 0]), &small()), "lease id 0");
+        assert_limit(
+            keepalive_ids(&ids(vec![1, 2, 3, 4]), &small()),
+            ErrorCode::LimitExceeded,
+            "max_batch_ids",
+        );
+    }
+
+    #[test]
+    fn keepalive_responses_follow_request_order() {
+        // A group-committed batch: this request's ids are 3 and 1, another client's is 2.
+        let renewals = ok(Renewals::from_response(&Ok(Outcome::Renewed {
+            renewed: vec![(1, 1_000), (2, 2_000)],
+            not_found: vec![3],
+        })));
+        let answer = ok(keepalive_response(header(6), 17, &[3, 1], &renewals));
+        assert_eq!(answer.header, Some(header(6)));
+        assert_eq!(answer.seq, 17);
+        assert_eq!(
+            answer.renewed,
+            vec![v1::LeaseRenewed {
+                id: 1,
+                ttl_ms: 1_000
+            }]
+        );
+        assert_eq!(answer.not_found, vec![3]);
+
+        let answer = ok(keepalive_response(header(6), 18, &[2, 1], &renewals));
+        assert_eq!(
+            answer.renewed.iter().map(|r| r.id).collect::<Vec<_>>(),
+            vec![2, 1]
+        );
+        assert!(answer.not_found.is_empty());
+
+        // An id the batch did not carry is a server bug, never "not found".
+        assert_internal(keepalive_response(header(6), 19, &[1, 4], &renewals));
+
+        assert_limit(
+            Renewals::from_response(&Err(Rejection::LimitExceeded {
+                limit: LimitKind::BatchIds,
+                max: 3,
+                actual: 4,
+            })),
+            ErrorCode::LimitExceeded,
+            "max_batch_ids",
+        );
+        assert_internal(Renewals::from_response(&Ok(Outcome::Ignored)));
+    }
+
+    fn lease_info() -> LeaseInfo {
+        LeaseInfo {
+            id: 5,
+            ttl_ms: 10_000,
+            granted_revision: 3,
+            renewed_revision: 8,
+            key_count: 3,
+            keys: vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()],
+            locks_held: vec!["l1".into(), "l2".into()],
+            locks_waiting: vec!["l3".into()],
+        }
+    }
+
+    #[test]
+    fn lease_ttl_responses() {
+        let answer = lease_ttl_response(header(9), Some(lease_info()), 4_000, 10);
+        assert_eq!(
+            answer,
+            v1::LeaseTimeToLiveResponse {
+                header: Some(header(9)),
+                found: true,
+                id: 5,
+                ttl_ms: 10_000,
+                remaining_ttl_ms: 4_000,
+                granted_revision: 3,
+                renewed_revision: 8,
+                bound_keys: vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()],
+                keys_truncated: false,
+                locks_held: vec!["l1".into(), "l2".into()],
+                locks_waiting: vec!["l3".into()],
+            }
+        );
+        let exact = lease_ttl_response(header(9), Some(lease_info()), 0, 3);
+        assert_eq!(exact.bound_keys.len(), 3);
+        assert!(!exact.keys_truncated);
+        let truncated = lease_ttl_response(header(9), Some(lease_info()), 0, 2);
+        assert_eq!(truncated.bound_keys, vec![b"a".to_vec(), b"b".to_vec()]);
+        assert!(truncated.keys_truncated);
+        let without_keys = lease_ttl_response(
+            header(9),
+            Some(LeaseInfo {
+                keys: vec![],
+                ..lease_info()
+            }),
+            0,
+            0,
+        );
+        assert!(!without_keys.keys_truncated);
+
+        let missing = lease_ttl_response(header(9), None, 123, 10);
+        assert_eq!(
+            missing,
+            v1::LeaseTimeToLiveResponse {
+                header: Some(header(9)),
+                ..Default::default()
+            }
+        );
+    }
+
+    #[test]
+    fn lease_summaries() {
+        assert_eq!(
+            lease_summary(&lease_info(), 2_500),
+            v1::LeaseSummary {
+                id: 5,
+                ttl_ms: 10_000,
+                remaining_ttl_ms: 2_500,
+                key_count: 3,
+                lock_count: 2,
+            }
+        );
+    }
+}
