@@ -31,8 +31,10 @@ use crate::observer::NodeObserver;
 use crate::propose::Proposer;
 use crate::renew::RenewBatcher;
 use crate::services::raft::RaftPeerService;
-use crate::services::{ClusterService, KvService, LeaseService, LockService, NodeContext};
-use crate::watch::{WatchHub, WatchService};
+use crate::services::{
+    ClusterService, KvService, LeaseService, LockService, NodeContext, WatchService,
+};
+use crate::watch::WatchHub;
 use crate::{http, metrics as m};
 
 /// Largest client request accepted, in bytes (`max_request_bytes`): a put of a max-size value

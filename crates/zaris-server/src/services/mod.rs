@@ -1,11 +1,13 @@
-//! The client-facing gRPC services. Each handler validates before proposing, proposes through the
-//! [`Proposer`] (which redirects followers' callers to the leader), and converts the result.
+//! The gRPC services: the client API (Kv, Lease, Lock, Watch, Cluster) and the Raft peer RPCs.
+//! Each handler validates before proposing (`convert`), proposes through the [`Proposer`], and
+//! converts the result; failures are [`ApiError`]s until the service fn returns them as statuses.
 
 mod cluster;
 mod kv;
 mod lease;
 mod lock;
 pub mod raft;
+mod watch;
 
 use std::sync::{Arc, Mutex};
 
@@ -25,6 +27,7 @@ pub use cluster::ClusterService;
 pub use kv::KvService;
 pub use lease::LeaseService;
 pub use lock::LockService;
+pub use watch::WatchService;
 
 /// What every service needs of the node.
 #[derive(Clone, Debug)]

@@ -1,8 +1,6 @@
-//! Watches: the node's bounded history of recent events ([`WatchHub`], fed by the apply observer)
-//! and the Watch gRPC service that streams it ([`WatchService`]).
+//! The node's bounded history of recent events ([`WatchHub`], fed by the apply observer), which
+//! the Watch service (`services::watch`) streams from.
 
 mod hub;
-mod service;
 
-pub use hub::WatchHub;
-pub use service::WatchService;
+pub use hub::{HistoryGap, WatchHub};

@@ -1,4 +1,4 @@
-//! The Watch service: one task per stream, reading the node's [`WatchHub`].
+//! The Watch service: one task per stream, reading the node's [`WatchHub`] (`crate::watch`).
 //!
 //! A stream task owns its watches (selection, type filter, and a cursor: the next revision to
 //! deliver) and brings them up to the hub's head one bounded read at a time, sending through a
@@ -26,12 +26,12 @@ use zaris_proto::v1::{
     WatchCancelReason, WatchCreateRequest, WatchRequest, WatchResponse, watch_request,
 };
 
-use super::hub::{HistoryGap, WatchHub};
+use super::NodeContext;
 use crate::config::{
     MAX_WATCH_EVENTS_PER_RESPONSE, MAX_WATCHES_PER_STREAM, WATCH_RESPONSE_TARGET_BYTES,
 };
 use crate::error::ApiError;
-use crate::services::NodeContext;
+use crate::watch::{HistoryGap, WatchHub};
 use crate::{convert, metrics as m};
 
 /// Responses buffered per stream. Small: the history, not this buffer, is what lets a watcher
