@@ -2,6 +2,8 @@
 //! the lessor that only the Raft leader runs, and group-committed lease renewals.
 //!
 //! [`Node::start`] wires everything; [`NodeHandle::shutdown`] stops every task it started.
+//! Every failure a client or peer sees is an [`error::ApiError`], turned into a gRPC status in one
+//! place; [`convert`] holds the wire ↔ core conversions, one module per service.
 
 pub mod clock;
 pub mod config;
