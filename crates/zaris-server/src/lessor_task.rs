@@ -168,6 +168,14 @@ impl ExpiryLoop {
                 return;
             }
             let count = due.len();
+            for lease in &due {
+                debug!(
+                    node_id = self.node_id,
+                    lease_id = lease.id,
+                    observed_renewed_revision = lease.observed_renewed_revision,
+                    "lease overdue"
+                );
+            }
             info!(
                 node_id = self.node_id,
                 now_ms, count, "proposing the expiry of overdue leases"
@@ -180,6 +188,23 @@ impl ExpiryLoop {
             {
                 Ok(reply) => match &reply.response {
                     Ok(Outcome::Expired { revoked, skipped }) => {
+                        // One line per lease, so a lease can be followed by its `lease_id`.
+                        for id in revoked {
+                            debug!(
+                                node_id = self.node_id,
+                                lease_id = id,
+                                revision = reply.revision,
+                                "lease expired"
+                            );
+                        }
+                        for id in skipped {
+                            debug!(
+                                node_id = self.node_id,
+                                lease_id = id,
+                                revision = reply.revision,
+                                "lease expiry skipped: renewed or ended meanwhile"
+                            );
+                        }
                         debug!(
                             node_id = self.node_id,
                             revision = reply.revision,

@@ -30,6 +30,17 @@ type KeepAliveStream =
     Pin<Box<dyn Stream<Item = Result<LeaseKeepAliveResponse, Status>> + Send + 'static>>;
 
 impl LeaseService {
+    /// One KeepAlive request. `lease_id` is set when the request renews a single lease (the
+    /// common case); a request for several carries only their count.
+    #[tracing::instrument(
+        name = "renew",
+        skip_all,
+        fields(
+            node_id = context.node_id,
+            lease_id = tracing::field::Empty,
+            leases = request.ids.len(),
+        )
+    )]
     async fn keepalive_one(
         context: &NodeContext,
         request: LeaseKeepAliveRequest,
@@ -43,18 +54,33 @@ impl LeaseService {
                 ..LeaseKeepAliveResponse::default()
             });
         }
+        if let [id] = ids.as_slice() {
+            tracing::Span::current().record("lease_id", id);
+        }
         let renewal = context.renewals.renew(ids.clone()).await?;
-        convert::lease::keepalive_response(
+        let response = convert::lease::keepalive_response(
             context.proposer.header(renewal.revision),
             request.seq,
             &ids,
             &renewal.renewals,
-        )
+        )?;
+        debug!(
+            revision = renewal.revision,
+            renewed = response.renewed.len(),
+            not_found = response.not_found.len(),
+            "keepalive answered"
+        );
+        Ok(response)
     }
 }
 
 #[tonic::async_trait]
 impl Lease for LeaseService {
+    /// `lease_id` is the requested id, or (0 asks the server to choose) the granted one.
+    #[tracing::instrument(
+        skip_all,
+        fields(node_id = self.0.node_id, lease_id = request.get_ref().id)
+    )]
     async fn grant(
         &self,
         request: Request<LeaseGrantRequest>,
@@ -62,12 +88,23 @@ impl Lease for LeaseService {
         let request = convert::lease::grant_request(request.into_inner(), &self.0.limits()?)?;
         let reply = self.0.proposer.propose(request).await?;
         let header = self.0.proposer.header(reply.revision);
-        Ok(Response::new(convert::lease::grant_response(
-            header,
-            reply.response,
-        )?))
+        let response = convert::lease::grant_response(header, reply.response)?;
+        if response.id != 0 {
+            tracing::Span::current().record("lease_id", response.id);
+        }
+        debug!(
+            revision = reply.revision,
+            result = ?response.result(),
+            ttl_ms = response.ttl_ms,
+            "grant answered"
+        );
+        Ok(Response::new(response))
     }
 
+    #[tracing::instrument(
+        skip_all,
+        fields(node_id = self.0.node_id, lease_id = request.get_ref().id)
+    )]
     async fn revoke(
         &self,
         request: Request<LeaseRevokeRequest>,
@@ -75,10 +112,13 @@ impl Lease for LeaseService {
         let request = convert::lease::revoke_request(request.into_inner(), &self.0.limits()?)?;
         let reply = self.0.proposer.propose(request).await?;
         let header = self.0.proposer.header(reply.revision);
-        Ok(Response::new(convert::lease::revoke_response(
-            header,
-            reply.response,
-        )?))
+        let response = convert::lease::revoke_response(header, reply.response)?;
+        debug!(
+            revision = reply.revision,
+            result = ?response.result(),
+            "revoke answered"
+        );
+        Ok(Response::new(response))
     }
 
     type KeepAliveStream = KeepAliveStream;
