@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
-use zaris_client::proto::MemberKind;
+use zaris_client::MemberKind;
 use zaris_client::{Client, ClientOptions};
 
 use crate::proxy::{Link, Shape};
@@ -27,9 +27,7 @@ const REJOIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Membership calls: patient enough for a leader change in the middle.
 fn admin_options() -> ClientOptions {
-    ClientOptions::default()
-        .with_request_timeout(Duration::from_secs(5))
-        .with_retry_deadline(Duration::from_secs(10))
+    ClientOptions::default().with_timeout(Duration::from_secs(10))
 }
 
 /// How to run the cluster.
@@ -237,7 +235,7 @@ impl Cluster {
         if let Err(err) = client.member_remove(id).await {
             // Indeterminate: look.
             let members = client.member_list().await.context("member list")?;
-            if members.members.iter().any(|m| m.id == id) {
+            if members.iter().any(|m| m.id == id) {
                 return Err(anyhow::Error::new(err).context(format!("member remove {id}")));
             }
         }
@@ -260,14 +258,14 @@ impl Cluster {
         let mut last_error = String::new();
         loop {
             let member = match client.member_list().await {
-                Ok(list) => list.members.into_iter().find(|m| m.id == id),
+                Ok(list) => list.into_iter().find(|m| m.id == id),
                 Err(err) => {
                     last_error = format!("member list: {err}");
                     None
                 }
             };
             let outcome = match member {
-                Some(m) if m.kind() == MemberKind::Voter => break,
+                Some(m) if m.kind == MemberKind::Voter => break,
                 Some(_) => client.member_promote(id).await.map(|_| ()),
                 None => client
                     .member_add(id, address.clone(), true)
@@ -404,20 +402,19 @@ impl Cluster {
 
     /// A client of the whole cluster (through the client proxies).
     pub async fn client(&self, options: ClientOptions) -> Result<Client> {
-        Ok(Client::connect_with(self.endpoints().into_values(), options).await?)
+        // Lazy: clients are made while faults are active; every call retries on its own.
+        Ok(Client::lazy(self.endpoints().into_values(), options)?)
     }
 
     /// A client that knows only node `id` (it still follows redirects, to proxy addresses).
     pub async fn client_of(&self, id: u64, options: ClientOptions) -> Result<Client> {
         let endpoint = self.client_links[&id].addr.to_string();
-        Ok(Client::connect_with([endpoint], options).await?)
+        Ok(Client::lazy([endpoint], options)?)
     }
 
     /// The Raft leader as the nodes report it (the first running node that names one).
     pub async fn leader(&self) -> Option<u64> {
-        let options = ClientOptions::default()
-            .with_request_timeout(Duration::from_millis(500))
-            .with_retry_deadline(Duration::from_millis(500));
+        let options = ClientOptions::default().with_timeout(Duration::from_millis(1_000));
         for id in self.ids() {
             if !self.is_running(id) {
                 continue;
@@ -426,9 +423,9 @@ impl Cluster {
                 continue;
             };
             if let Ok(status) = client.status().await
-                && status.raft_leader_id != 0
+                && let Some(leader) = status.raft_leader_id
             {
-                return Some(status.raft_leader_id);
+                return Some(leader);
             }
         }
         None

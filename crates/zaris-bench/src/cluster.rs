@@ -82,9 +82,7 @@ impl Cluster {
     }
 
     pub async fn client(&self) -> anyhow::Result<Client> {
-        let options = ClientOptions::default()
-            .with_request_timeout(Duration::from_secs(10))
-            .with_retry_deadline(Duration::from_secs(30));
+        let options = ClientOptions::default().with_timeout(Duration::from_secs(30));
         Ok(Client::connect_with(self.addrs.clone(), options).await?)
     }
 }

@@ -1,4 +1,5 @@
-//! [`Client`]: the endpoint set, request ids, and the one retry loop every call goes through.
+//! [`Client`]: options, connect, request ids, and the retry loop every unary call goes through
+//! (the keepalive and watch streams route on their own, with the same [`disposition`]).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -8,7 +9,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
-use zaris_proto::v1::{ErrorCode, Outcome, RequestId, ResponseHeader};
+use zaris_proto::v1::cluster_client::ClusterClient;
+use zaris_proto::v1::{ErrorCode, Outcome, RequestId, ResponseHeader, StatusRequest};
 
 use crate::backoff::{Backoff, jitter};
 use crate::endpoint::{Endpoints, parse_endpoint};
@@ -17,10 +19,8 @@ use crate::keepalive::Slot;
 
 /// Default for [`ClientOptions::connect_timeout`].
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
-/// Default for [`ClientOptions::request_timeout`].
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-/// Default for [`ClientOptions::retry_deadline`].
-pub const DEFAULT_RETRY_DEADLINE: Duration = Duration::from_secs(10);
+/// Default for [`ClientOptions::timeout`].
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default for [`ClientOptions::initial_backoff`].
 pub const DEFAULT_INITIAL_BACKOFF: Duration = Duration::from_millis(50);
 /// Default for [`ClientOptions::max_backoff`].
@@ -38,13 +38,12 @@ const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 pub struct ClientOptions {
     /// Limit on establishing one TCP/HTTP2 connection.
     pub connect_timeout: Duration,
-    /// Limit on one attempt of a call (sent to the server as the gRPC deadline too). Calls that
-    /// wait on purpose (a lock with a wait timeout) get their wait added to it.
-    pub request_timeout: Duration,
-    /// Limit on one call including every retry and redirect (plus the wait of a call that waits
-    /// on purpose); after it the call fails with [`Error::DeadlineExhausted`]. Also caps each
-    /// attempt.
-    pub retry_deadline: Duration,
+    /// Limit on one call, end to end: every attempt, redirect and backoff included (calls that
+    /// wait on purpose, such as a lock with a wait timeout, get their wait added). After it the
+    /// call fails with [`Error::DeadlineExhausted`]. One attempt that gets no answer within half
+    /// of it is abandoned and the call moves on to another member, so a member that hangs cannot
+    /// use up the whole call.
+    pub timeout: Duration,
     /// First delay before retrying on another endpoint.
     pub initial_backoff: Duration,
     /// Cap on the delay between retries (it doubles from `initial_backoff`).
@@ -59,8 +58,7 @@ impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            request_timeout: DEFAULT_REQUEST_TIMEOUT,
-            retry_deadline: DEFAULT_RETRY_DEADLINE,
+            timeout: DEFAULT_TIMEOUT,
             initial_backoff: DEFAULT_INITIAL_BACKOFF,
             max_backoff: DEFAULT_MAX_BACKOFF,
             drift_permille: DEFAULT_DRIFT_PERMILLE,
@@ -75,15 +73,9 @@ impl ClientOptions {
         self
     }
 
-    /// Sets [`ClientOptions::request_timeout`].
-    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
-        self.request_timeout = timeout;
-        self
-    }
-
-    /// Sets [`ClientOptions::retry_deadline`].
-    pub fn with_retry_deadline(mut self, deadline: Duration) -> Self {
-        self.retry_deadline = deadline;
+    /// Sets [`ClientOptions::timeout`], the end-to-end limit on one call.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
         self
     }
 
@@ -99,6 +91,12 @@ impl ClientOptions {
         self.max_backoff = max;
         self
     }
+
+    /// The longest one attempt may go unanswered before the call tries another member: half of
+    /// [`ClientOptions::timeout`].
+    pub fn attempt_timeout(&self) -> Duration {
+        (self.timeout / 2).max(Duration::from_millis(1))
+    }
 }
 
 /// A handle on a Zaris cluster. Cheap to clone: clones share connections, the cached Raft
@@ -106,7 +104,7 @@ impl ClientOptions {
 ///
 /// Every call goes to the cached Raft leader (else to the first reachable endpoint), follows
 /// NOT_LEADER redirects, and rotates through the endpoints with backoff while no leader answers,
-/// until [`ClientOptions::retry_deadline`]. Reads are always retried; writes are retried after an
+/// until [`ClientOptions::timeout`]. Reads are always retried; writes are retried after an
 /// indeterminate failure only when they carry a [`RequestId`], which this client attaches to
 /// every write that supports one (Put, DeleteRange, Txn, Grant, Revoke, Unlock).
 #[derive(Debug, Clone)]
@@ -141,8 +139,11 @@ pub(crate) struct CallSpec {
     /// Safe to resend after an indeterminate failure (a read, an idempotent write, or a write
     /// carrying a request id).
     pub(crate) retry_indeterminate: bool,
-    /// Extra time one attempt may take on top of [`ClientOptions::request_timeout`] (a wait the
-    /// caller asked for).
+    /// One attempt may use the whole call timeout (a call that is never resent after an
+    /// indeterminate failure, and whose server-side wait has no known bound).
+    pub(crate) whole_budget_attempt: bool,
+    /// Extra time the call and each attempt may take on top of [`ClientOptions::timeout`] (a wait
+    /// the caller asked for).
     pub(crate) extra_wait: Duration,
 }
 
@@ -152,15 +153,18 @@ impl CallSpec {
         CallSpec {
             method,
             retry_indeterminate: true,
+            whole_budget_attempt: false,
             extra_wait: Duration::ZERO,
         }
     }
 
-    /// A write that may apply twice if resent after an indeterminate failure.
+    /// A write that may apply twice if resent after an indeterminate failure: never resent then,
+    /// so its one attempt may take the whole call timeout.
     pub(crate) const fn non_idempotent(method: &'static str) -> Self {
         CallSpec {
             method,
             retry_indeterminate: false,
+            whole_budget_attempt: true,
             extra_wait: Duration::ZERO,
         }
     }
@@ -300,9 +304,10 @@ has_header!(
 );
 
 impl Client {
-    /// A client for the cluster serving at `endpoints` (`host:port` or `http://host:port`), with
-    /// default [`ClientOptions`]. Connections are made lazily, on first use: this fails only on
-    /// malformed endpoints. Must be called inside a Tokio runtime.
+    /// Connects to the cluster serving at `endpoints` (`host:port` or `http://host:port`), with
+    /// default [`ClientOptions`]: tries the endpoints in order until one member answers (any
+    /// member, leader or not), and fails with [`Error::Unreachable`] if none does within
+    /// [`ClientOptions::connect_timeout`] each. Later calls reconnect on their own.
     pub async fn connect(
         endpoints: impl IntoIterator<Item = impl Into<String>>,
     ) -> Result<Client, Error> {
@@ -311,6 +316,18 @@ impl Client {
 
     /// Like [`Client::connect`], with explicit options.
     pub async fn connect_with(
+        endpoints: impl IntoIterator<Item = impl Into<String>>,
+        options: ClientOptions,
+    ) -> Result<Client, Error> {
+        let client = Client::lazy(endpoints, options)?;
+        client.dial().await?;
+        Ok(client)
+    }
+
+    /// A client for the cluster at `endpoints` that connects on first use: fails only on
+    /// malformed endpoints, never because a member is down. For programs that start before the
+    /// cluster does. Must be called inside a Tokio runtime.
+    pub fn lazy(
         endpoints: impl IntoIterator<Item = impl Into<String>>,
         options: ClientOptions,
     ) -> Result<Client, Error> {
@@ -331,6 +348,63 @@ impl Client {
                 cluster_id: AtomicU64::new(0),
                 seen_revision: AtomicU64::new(0),
                 keepalive: Slot::default(),
+            }),
+        })
+    }
+
+    /// One Status to each endpoint in turn until a member answers; that member's view of the
+    /// Raft leader seeds the leader cache.
+    async fn dial(&self) -> Result<(), Error> {
+        let endpoints = &self.inner.endpoints;
+        let timeout = self
+            .inner
+            .options
+            .connect_timeout
+            .saturating_add(self.inner.options.attempt_timeout())
+            .min(self.inner.options.timeout);
+        let mut last = None;
+        for _ in 0..endpoints.len() {
+            let target = endpoints.pick();
+            let mut request = tonic::Request::new(StatusRequest {});
+            request.set_timeout(timeout);
+            let attempt = tokio::time::timeout(timeout, async {
+                ClusterClient::new(target.channel.clone())
+                    .status(request)
+                    .await
+            })
+            .await;
+            let err = match attempt {
+                Ok(Ok(response)) => {
+                    let status = response.into_inner();
+                    self.check_cluster(&status, &target.authority)?;
+                    endpoints.succeeded(target.index);
+                    // A follower's view of the leader saves the first call a redirect. An
+                    // endpoint that is the leader stays the way in, whatever address the leader
+                    // advertises (the endpoint may be a proxy or a NAT address).
+                    if status.raft_leader_id != status.member_id
+                        && let Some(leader) = status
+                            .members
+                            .iter()
+                            .find(|member| member.id == status.raft_leader_id)
+                    {
+                        endpoints.redirect(&leader.address);
+                    }
+                    return Ok(());
+                }
+                Ok(Err(status)) => RpcError::from_status(&status, target.authority.clone()),
+                Err(_elapsed) => RpcError::timed_out(timeout, target.authority.clone()),
+            };
+            tracing::debug!(endpoint = %target.authority, error = %err, "endpoint did not answer");
+            endpoints.failed(target.index);
+            last = Some(err);
+        }
+        Err(Error::Unreachable {
+            endpoints: endpoints.authorities(),
+            last: Box::new(match last {
+                Some(err) => err.into(),
+                None => Error::InvalidArgument {
+                    reason: "no endpoints".to_owned(),
+                },
             }),
         })
     }
@@ -408,9 +482,14 @@ impl Client {
     {
         let options = &self.inner.options;
         let endpoints = &self.inner.endpoints;
-        let attempt_limit = options.request_timeout.saturating_add(spec.extra_wait);
+        let attempt_limit = if spec.whole_budget_attempt {
+            options.timeout
+        } else {
+            options.attempt_timeout()
+        }
+        .saturating_add(spec.extra_wait);
         let started = Instant::now();
-        let budget = options.retry_deadline.saturating_add(spec.extra_wait);
+        let budget = options.timeout.saturating_add(spec.extra_wait);
         let deadline = started.checked_add(budget).unwrap_or(started + FAR_FUTURE);
         let mut backoff = Backoff::new(options.initial_backoff, options.max_backoff);
         let mut attempts: u32 = 0;
@@ -667,7 +746,7 @@ mod tests {
 
     #[tokio::test]
     async fn request_ids_share_the_client_id_and_increase() {
-        let client = match Client::connect(["127.0.0.1:1"]).await {
+        let client = match Client::lazy(["127.0.0.1:1"], ClientOptions::default()) {
             Ok(client) => client,
             Err(err) => panic!("{err}"),
         };
@@ -677,7 +756,7 @@ mod tests {
         assert_ne!(a.client_id, 0);
         assert_eq!(a.client_id, b.client_id);
         assert_eq!((a.seq, b.seq), (1, 2));
-        let other = match Client::connect(["127.0.0.1:1"]).await {
+        let other = match Client::lazy(["127.0.0.1:1"], ClientOptions::default()) {
             Ok(client) => client,
             Err(err) => panic!("{err}"),
         };

@@ -111,7 +111,7 @@ impl Election {
             .client
             .range(self.key(), crate::RangeOptions::default())
             .await?;
-        let revision = response.header.as_ref().map_or(0, |h| h.revision);
+        let revision = response.revision;
         let current = response.kvs.into_iter().next().map(Incumbent::from_kv);
         let watcher = self
             .client

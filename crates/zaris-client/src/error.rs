@@ -1,9 +1,11 @@
 //! The client's error type: every failure says whether the operation certainly did not happen
 //! (definite) or may have happened (indeterminate).
 //!
-//! Domain answers (guard failed, lease not found, lock busy, ...) are never errors: they are
-//! `result` values in the responses. An [`Error`] is a transport failure, a server-side error
-//! status (with its decoded [`ErrorDetail`]), a local usage error, or the retry loop giving up.
+//! An [`Error`] is a transport failure, a server-side error status (with its decoded
+//! [`ErrorDetail`]), a local usage error, the retry loop giving up, or a write the cluster
+//! refused to apply ([`Error::NotHeld`], [`Error::LeaseNotFound`]). Answers that are normal
+//! outcomes of what was asked (a lock that is busy, a revoke of a lease already gone) are values
+//! of the calls' result enums instead.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -91,6 +93,22 @@ pub enum Error {
         /// The fencing token that no longer holds it.
         token: u64,
     },
+    /// A write named lease `id`, which does not exist (it expired, was revoked, or never was);
+    /// nothing was written. `id` is 0 when a transaction named several leases.
+    #[error("{}", lease_not_found(*id))]
+    LeaseNotFound {
+        /// The lease.
+        id: u64,
+    },
+    /// [`Client::connect`](crate::Client::connect) reached none of the endpoints; `last` is the
+    /// error of the last one tried.
+    #[error("none of the endpoints {} answered: {last}", endpoints.join(", "))]
+    Unreachable {
+        /// The endpoints tried ("host:port").
+        endpoints: Vec<String>,
+        /// The error of the last endpoint tried.
+        last: Box<Error>,
+    },
     /// A successful response that breaks the wire contract (for example a result value this
     /// client does not know). Indeterminate.
     #[error("unexpected response from {endpoint}: {reason}")]
@@ -116,7 +134,9 @@ impl Error {
             | Error::InvalidArgument { .. }
             | Error::Compacted { .. }
             | Error::LeaseLost { .. }
-            | Error::NotHeld { .. } => Outcome::Definite,
+            | Error::NotHeld { .. }
+            | Error::LeaseNotFound { .. }
+            | Error::Unreachable { .. } => Outcome::Definite,
             Error::Rpc(rpc) => rpc.outcome(),
             Error::DeadlineExhausted { outcome, .. } => *outcome,
             Error::ClusterMismatch { .. } | Error::Protocol { .. } => Outcome::Indeterminate,
@@ -127,7 +147,7 @@ impl Error {
     pub fn rpc(&self) -> Option<&RpcError> {
         match self {
             Error::Rpc(rpc) => Some(rpc.as_ref()),
-            Error::DeadlineExhausted { last, .. } => last.rpc(),
+            Error::DeadlineExhausted { last, .. } | Error::Unreachable { last, .. } => last.rpc(),
             _ => None,
         }
     }
@@ -151,6 +171,14 @@ impl Error {
     /// refused, connect timeout, ...), as opposed to a server answering with an error.
     pub fn is_connect_failure(&self) -> bool {
         self.rpc().is_some_and(RpcError::is_connect_failure)
+    }
+}
+
+fn lease_not_found(id: u64) -> String {
+    if id == 0 {
+        "a lease the request names does not exist; nothing was written".to_owned()
+    } else {
+        format!("lease {id} does not exist (it expired or was revoked); nothing was written")
     }
 }
 

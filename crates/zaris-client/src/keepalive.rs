@@ -373,7 +373,7 @@ impl Task {
         let target = self.client.endpoints_ref().pick();
         let (outbound, receiver) = mpsc::channel(MAX_IN_FLIGHT);
         let options = self.client.options();
-        let limit = options.connect_timeout + options.request_timeout;
+        let limit = options.connect_timeout + options.attempt_timeout();
         let channel = target.channel;
         let authority = target.authority.clone();
         let future = async move {
@@ -449,9 +449,9 @@ impl Task {
             .filter_map(|id| self.leases.get(id))
             .map(|l| l.shared.timing().ttl)
             .min()
-            .unwrap_or(self.client.options().request_timeout);
+            .unwrap_or(self.client.options().attempt_timeout());
         (shortest / 4)
-            .min(self.client.options().request_timeout)
+            .min(self.client.options().attempt_timeout())
             .max(MIN_ACK_TIMEOUT)
     }
 

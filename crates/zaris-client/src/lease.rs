@@ -1,7 +1,7 @@
 //! Lease calls: grant, revoke, one-shot keepalive, time-to-live, listing.
 //!
-//! The background keepalive loop (one stream carrying many leases, safe deadlines computed from
-//! send times) will live beside these; [`Client::keep_alive_once`] is its one-shot building block.
+//! Continuous keepalives live beside these: [`crate::Lease`] handles (one background stream per
+//! client, safe deadlines) and [`crate::KeepAliveStream`] (a stream the caller drives).
 
 use std::time::Duration;
 
@@ -10,8 +10,7 @@ use tonic::Status;
 use zaris_proto::v1::lease_client::LeaseClient;
 use zaris_proto::v1::{
     GrantResult, LeaseGrantRequest, LeaseKeepAliveRequest, LeaseKeepAliveResponse,
-    LeaseListRequest, LeaseListResponse, LeaseRevokeRequest, LeaseRevokeResponse,
-    LeaseTimeToLiveRequest, LeaseTimeToLiveResponse,
+    LeaseListRequest, LeaseRevokeRequest, LeaseSummary, LeaseTimeToLiveRequest, RevokeResult,
 };
 
 use crate::client::{CallSpec, Client, millis, unexpected};
@@ -33,6 +32,97 @@ impl LeaseGrant {
     pub fn ttl(&self) -> Duration {
         Duration::from_millis(self.ttl_ms)
     }
+}
+
+/// What a revoke found.
+#[must_use = "a revoke may find the lease already gone"]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revocation {
+    /// The lease was ended by this call, at `revision`.
+    Revoked {
+        /// The revision of the revoke.
+        revision: u64,
+    },
+    /// The lease did not exist (already expired or revoked, or never granted).
+    NotFound,
+}
+
+/// The answer to one keepalive request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Renewal {
+    /// The renewed leases with the TTL each was renewed for, in request order.
+    pub renewed: Vec<Renewed>,
+    /// The requested leases that do not exist (they expired or were revoked).
+    pub not_found: Vec<u64>,
+    /// The `seq` of the request answered (see [`KeepAliveStream::send`](crate::KeepAliveStream)).
+    pub seq: u64,
+    /// The revision of the Raft entry that applied the renewal (renewals batched together
+    /// share it); 0 for a request that renewed nothing.
+    pub revision: u64,
+}
+
+/// One renewed lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Renewed {
+    /// The lease id.
+    pub id: u64,
+    /// The TTL it was renewed for, in milliseconds, counted from when the renewal applied.
+    pub ttl_ms: u64,
+}
+
+impl From<LeaseKeepAliveResponse> for Renewal {
+    fn from(response: LeaseKeepAliveResponse) -> Self {
+        Renewal {
+            renewed: response
+                .renewed
+                .into_iter()
+                .map(|r| Renewed {
+                    id: r.id,
+                    ttl_ms: r.ttl_ms,
+                })
+                .collect(),
+            not_found: response.not_found,
+            seq: response.seq,
+            revision: response.header.map_or(0, |h| h.revision),
+        }
+    }
+}
+
+/// A lease as the cluster describes it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeaseInfo {
+    /// The lease id.
+    pub id: u64,
+    /// The TTL it was granted with, in milliseconds.
+    pub ttl_ms: u64,
+    /// The Raft leader's estimate of the time left, in milliseconds (0 = overdue, a revoke is
+    /// pending). Informational: safety decisions use the client's own deadline.
+    pub remaining_ttl_ms: u64,
+    /// Revision at which it was granted.
+    pub granted_revision: u64,
+    /// Revision of its last renewal (the grant's if never renewed).
+    pub renewed_revision: u64,
+    /// Keys bound to it, ascending, if asked for.
+    pub bound_keys: Vec<Vec<u8>>,
+    /// True if `bound_keys` was cut at the server's listing limit.
+    pub keys_truncated: bool,
+    /// Locks it holds, ascending.
+    pub locks_held: Vec<String>,
+    /// Locks it waits for, ascending.
+    pub locks_waiting: Vec<String>,
+    /// The revision this description reflects.
+    pub revision: u64,
+}
+
+/// One page of the lease list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeasePage {
+    /// Leases in ascending id order.
+    pub leases: Vec<LeaseSummary>,
+    /// More leases follow the last one: ask again with its id as `after_id`.
+    pub more: bool,
+    /// The revision this page reflects.
+    pub revision: u64,
 }
 
 impl Client {
@@ -79,83 +169,113 @@ impl Client {
         }
     }
 
-    /// Ends a lease now (its keys and locks go with it). [`LeaseRevokeResponse::result`] says
-    /// REVOKED or NOT_FOUND. Carries a request id, so retries are safe.
-    pub async fn revoke(&self, id: u64) -> Result<LeaseRevokeResponse, Error> {
+    /// Ends a lease now (its keys and locks go with it). A lease that no longer exists is
+    /// [`Revocation::NotFound`], not an error: either way it is gone. Carries a request id, so
+    /// retries are safe.
+    pub async fn revoke(&self, id: u64) -> Result<Revocation, Error> {
         let request = LeaseRevokeRequest {
             id,
             request_id: Some(self.next_request_id()),
         };
-        self.call(
-            CallSpec::idempotent("Revoke"),
-            request,
-            |channel, req| async move { LeaseClient::new(channel).revoke(req).await },
-        )
-        .await
+        let response = self
+            .call(
+                CallSpec::idempotent("Revoke"),
+                request,
+                |channel, req| async move { LeaseClient::new(channel).revoke(req).await },
+            )
+            .await?;
+        match RevokeResult::try_from(response.result) {
+            Ok(RevokeResult::Revoked) => Ok(Revocation::Revoked {
+                revision: response.header.map_or(0, |h| h.revision),
+            }),
+            Ok(RevokeResult::NotFound) => Ok(Revocation::NotFound),
+            _ => Err(unexpected(
+                response.header.as_ref(),
+                format!("unknown revoke result {}", response.result),
+            )),
+        }
     }
 
-    /// Renews `ids` once: opens a KeepAlive stream, sends one request, waits for the answer with
-    /// the same `seq`, and closes the stream. Leases that no longer exist are listed in
-    /// [`LeaseKeepAliveResponse::not_found`]. Retried freely (renewing twice is harmless); note
-    /// that a retried renewal's TTL counts from the retry's send time.
+    /// Renews `ids` once: opens a KeepAlive stream, sends one request, waits for the answer, and
+    /// closes the stream. Leases that no longer exist are listed in [`Renewal::not_found`].
+    /// Retried freely (renewing twice is harmless); note that a retried renewal's TTL counts from
+    /// the retry's send time. To renew many leases continuously, use [`Client::lease`] handles
+    /// or a [`KeepAliveStream`].
     pub async fn keep_alive_once(
         &self,
         ids: impl IntoIterator<Item = u64>,
-    ) -> Result<LeaseKeepAliveResponse, Error> {
+    ) -> Result<Renewal, Error> {
         let request = LeaseKeepAliveRequest {
             ids: ids.into_iter().collect(),
             seq: self.next_keepalive_seq(),
         };
-        self.call(
-            CallSpec::idempotent("KeepAlive"),
-            request,
-            |channel, req| async move {
-                let (metadata, extensions, message) = req.into_parts();
-                let seq = message.seq;
-                // Keep our half of the stream open until the answer arrives: the stream is closed by
-                // dropping it once we have what we came for.
-                let outbound =
-                    futures::stream::once(async move { message }).chain(futures::stream::pending());
-                let request = tonic::Request::from_parts(metadata, extensions, outbound);
-                let response = LeaseClient::new(channel).keep_alive(request).await?;
-                let (metadata, mut inbound, extensions) = response.into_parts();
-                while let Some(ack) = inbound.message().await? {
-                    if ack.seq == seq {
-                        return Ok(tonic::Response::from_parts(metadata, ack, extensions));
+        let response = self
+            .call(
+                CallSpec::idempotent("KeepAlive"),
+                request,
+                |channel, req| async move {
+                    let (metadata, extensions, message) = req.into_parts();
+                    let seq = message.seq;
+                    // Keep our half of the stream open until the answer arrives: the stream is
+                    // closed by dropping it once we have what we came for.
+                    let outbound = futures::stream::once(async move { message })
+                        .chain(futures::stream::pending());
+                    let request = tonic::Request::from_parts(metadata, extensions, outbound);
+                    let response = LeaseClient::new(channel).keep_alive(request).await?;
+                    let (metadata, mut inbound, extensions) = response.into_parts();
+                    while let Some(ack) = inbound.message().await? {
+                        if ack.seq == seq {
+                            return Ok(tonic::Response::from_parts(metadata, ack, extensions));
+                        }
                     }
-                }
-                Err(Status::unavailable(
-                    "the KeepAlive stream ended before acknowledging the renewal",
-                ))
-            },
-        )
-        .await
+                    Err(Status::unavailable(
+                        "the KeepAlive stream ended before acknowledging the renewal",
+                    ))
+                },
+            )
+            .await?;
+        Ok(Renewal::from(response))
     }
 
-    /// Describes a lease (`found: false` if it does not exist); with `keys`, lists its keys.
-    pub async fn time_to_live(
-        &self,
-        id: u64,
-        keys: bool,
-    ) -> Result<LeaseTimeToLiveResponse, Error> {
+    /// Describes a lease (`None` if it does not exist); with `keys`, lists its keys.
+    pub async fn time_to_live(&self, id: u64, keys: bool) -> Result<Option<LeaseInfo>, Error> {
         let request = LeaseTimeToLiveRequest { id, keys };
-        self.call(
-            CallSpec::idempotent("TimeToLive"),
-            request,
-            |channel, req| async move { LeaseClient::new(channel).time_to_live(req).await },
-        )
-        .await
+        let response = self
+            .call(
+                CallSpec::idempotent("TimeToLive"),
+                request,
+                |channel, req| async move { LeaseClient::new(channel).time_to_live(req).await },
+            )
+            .await?;
+        Ok(response.found.then(|| LeaseInfo {
+            id: response.id,
+            ttl_ms: response.ttl_ms,
+            remaining_ttl_ms: response.remaining_ttl_ms,
+            granted_revision: response.granted_revision,
+            renewed_revision: response.renewed_revision,
+            bound_keys: response.bound_keys,
+            keys_truncated: response.keys_truncated,
+            locks_held: response.locks_held,
+            locks_waiting: response.locks_waiting,
+            revision: response.header.map_or(0, |h| h.revision),
+        }))
     }
 
     /// One page of leases with ids above `after_id` (0 = from the start), at most `limit` of them
     /// (0 = the server's page size). Page on with the last id returned while `more` is true.
-    pub async fn leases(&self, after_id: u64, limit: u64) -> Result<LeaseListResponse, Error> {
+    pub async fn leases(&self, after_id: u64, limit: u64) -> Result<LeasePage, Error> {
         let request = LeaseListRequest { after_id, limit };
-        self.call(
-            CallSpec::idempotent("Leases"),
-            request,
-            |channel, req| async move { LeaseClient::new(channel).leases(req).await },
-        )
-        .await
+        let response = self
+            .call(
+                CallSpec::idempotent("Leases"),
+                request,
+                |channel, req| async move { LeaseClient::new(channel).leases(req).await },
+            )
+            .await?;
+        Ok(LeasePage {
+            leases: response.leases,
+            more: response.more,
+            revision: response.header.map_or(0, |h| h.revision),
+        })
     }
 }

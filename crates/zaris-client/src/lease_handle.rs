@@ -4,9 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::lease::Revocation;
 use tokio::sync::watch;
 use tokio::time::Instant;
-use zaris_proto::v1::RevokeResult;
 
 use crate::client::Client;
 use crate::error::Error;
@@ -172,10 +172,10 @@ impl Lease {
         }
     }
 
-    /// Revokes the lease now: its keys are deleted and its locks released. Returns whether the
+    /// Revokes the lease now: its keys are deleted and its locks released. Says whether the
     /// cluster still had it. Every clone sees [`ExpiredReason::Revoked`].
-    pub async fn revoke(&self) -> Result<bool, Error> {
-        let response = self.inner.client.revoke(self.inner.id).await?;
+    pub async fn revoke(&self) -> Result<Revocation, Error> {
+        let revocation = self.inner.client.revoke(self.inner.id).await?;
         self.inner.closed.store(true, Ordering::Release);
         self.inner
             .client
@@ -184,7 +184,7 @@ impl Lease {
         self.inner
             .shared
             .set_state(LeaseState::Expired(ExpiredReason::Revoked));
-        Ok(response.result == RevokeResult::Revoked as i32)
+        Ok(revocation)
     }
 }
 

@@ -1,27 +1,90 @@
-//! Lock calls: lock, unlock, status. Lock guards and elections will build on these.
+//! Lock calls: lock, unlock, status. [`crate::LockGuard`] and elections build on these.
 
 use std::time::Duration;
 
 use zaris_proto::v1::lock_client::LockClient;
-use zaris_proto::v1::{
-    LockRequest, LockResponse, LockStatusRequest, LockStatusResponse, UnlockRequest, UnlockResponse,
-};
+use zaris_proto::v1::{LockRequest, LockResult, LockStatusRequest, UnlockRequest, UnlockResult};
 
-use crate::client::{CallSpec, Client, millis};
+use crate::client::{CallSpec, Client, millis, unexpected};
 use crate::error::Error;
+
+/// What a Lock call achieved.
+#[must_use = "a lock call may leave the lock busy or queued"]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockOutcome {
+    /// The lease holds the lock, fenced by `token` (the revision at which it acquired it).
+    Held {
+        /// The fencing token.
+        token: u64,
+    },
+    /// The lease waits in the queue at `position` (1 = next) behind holder `holder_lease`; the
+    /// wait ended before its turn came. It keeps its place until it withdraws (unlock with token
+    /// 0) or its lease ends.
+    Queued {
+        /// The lease holding the lock.
+        holder_lease: u64,
+        /// 1-based place in the queue.
+        position: u64,
+    },
+    /// Without waiting: another lease, `holder_lease`, holds the lock; nothing changed.
+    Busy {
+        /// The lease holding the lock.
+        holder_lease: u64,
+    },
+}
+
+/// What an Unlock call achieved.
+#[must_use = "an unlock may find the lock no longer held"]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnlockOutcome {
+    /// The lock was released (and passed to the next waiter with a new token).
+    Released,
+    /// The lease left the wait queue (token 0).
+    Withdrawn,
+    /// Nothing changed: the lease does not hold the lock with this token (stale token, another
+    /// holder, lock free), or with token 0 is neither queued nor holding.
+    NotHolder,
+    /// Token 0 only: the lock reached the lease before the withdrawal applied, so the lease now
+    /// holds it with `token`. Unlock with that token to release it.
+    HeldNow {
+        /// The fencing token the lease now holds the lock with.
+        token: u64,
+    },
+}
+
+/// Who holds a lock and how many wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LockStatus {
+    /// The holder, if the lock is held.
+    pub holder: Option<LockHolder>,
+    /// Leases waiting in the queue.
+    pub waiters: u64,
+    /// The revision this status reflects.
+    pub revision: u64,
+}
+
+/// The holder of a lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockHolder {
+    /// The lease holding it.
+    pub lease: u64,
+    /// Its fencing token.
+    pub token: u64,
+}
 
 impl Client {
     /// Acquires lock `name` for `lease`. Without `wait`, a lock held by another lease answers
-    /// BUSY; with `wait`, the lease queues and the call blocks up to `timeout` for its turn,
-    /// answering HELD (with the fencing token) or QUEUED. The result is
-    /// [`LockResponse::result`]. Idempotent per (name, lease), so retried freely.
+    /// [`LockOutcome::Busy`]; with `wait`, the lease queues and the call blocks up to `timeout`
+    /// for its turn, answering [`LockOutcome::Held`] or [`LockOutcome::Queued`]. A lease that
+    /// does not exist is [`Error::LeaseNotFound`]. Idempotent per (name, lease), so retried
+    /// freely.
     pub async fn lock(
         &self,
         name: impl Into<String>,
         lease: u64,
         wait: bool,
         timeout: Duration,
-    ) -> Result<LockResponse, Error> {
+    ) -> Result<LockOutcome, Error> {
         let timeout = if wait { timeout } else { Duration::ZERO };
         let request = LockRequest {
             name: name.into(),
@@ -30,43 +93,82 @@ impl Client {
             timeout_ms: millis(timeout),
         };
         let spec = CallSpec::idempotent("Lock").with_extra_wait(timeout);
-        self.call(spec, request, |channel, req| async move {
-            LockClient::new(channel).lock(req).await
-        })
-        .await
+        let response = self
+            .call(spec, request, |channel, req| async move {
+                LockClient::new(channel).lock(req).await
+            })
+            .await?;
+        match LockResult::try_from(response.result) {
+            Ok(LockResult::Held) => Ok(LockOutcome::Held {
+                token: response.token,
+            }),
+            Ok(LockResult::Queued) => Ok(LockOutcome::Queued {
+                holder_lease: response.holder_lease,
+                position: response.queue_position,
+            }),
+            Ok(LockResult::Busy) => Ok(LockOutcome::Busy {
+                holder_lease: response.holder_lease,
+            }),
+            Ok(LockResult::LeaseNotFound) => Err(Error::LeaseNotFound { id: lease }),
+            _ => Err(unexpected(
+                response.header.as_ref(),
+                format!("unknown lock result {}", response.result),
+            )),
+        }
     }
 
     /// Releases lock `name` held by `lease` with fencing `token`, or with `token` 0 withdraws the
-    /// lease from the wait queue. The result is [`UnlockResponse::result`]. Carries a request id,
-    /// so retries are safe.
+    /// lease from the wait queue. Carries a request id, so retries are safe.
     pub async fn unlock(
         &self,
         name: impl Into<String>,
         lease: u64,
         token: u64,
-    ) -> Result<UnlockResponse, Error> {
+    ) -> Result<UnlockOutcome, Error> {
         let request = UnlockRequest {
             name: name.into(),
             lease,
             token,
             request_id: Some(self.next_request_id()),
         };
-        self.call(
-            CallSpec::idempotent("Unlock"),
-            request,
-            |channel, req| async move { LockClient::new(channel).unlock(req).await },
-        )
-        .await
+        let response = self
+            .call(
+                CallSpec::idempotent("Unlock"),
+                request,
+                |channel, req| async move { LockClient::new(channel).unlock(req).await },
+            )
+            .await?;
+        match UnlockResult::try_from(response.result) {
+            Ok(UnlockResult::Released) => Ok(UnlockOutcome::Released),
+            Ok(UnlockResult::Withdrawn) => Ok(UnlockOutcome::Withdrawn),
+            Ok(UnlockResult::NotHolder) => Ok(UnlockOutcome::NotHolder),
+            Ok(UnlockResult::Held) => Ok(UnlockOutcome::HeldNow {
+                token: response.token,
+            }),
+            _ => Err(unexpected(
+                response.header.as_ref(),
+                format!("unknown unlock result {}", response.result),
+            )),
+        }
     }
 
-    /// Describes lock `name`: holder, token, number of waiters.
-    pub async fn lock_status(&self, name: impl Into<String>) -> Result<LockStatusResponse, Error> {
+    /// Describes lock `name`: holder, token, number of waiters (linearizable).
+    pub async fn lock_status(&self, name: impl Into<String>) -> Result<LockStatus, Error> {
         let request = LockStatusRequest { name: name.into() };
-        self.call(
-            CallSpec::idempotent("LockStatus"),
-            request,
-            |channel, req| async move { LockClient::new(channel).lock_status(req).await },
-        )
-        .await
+        let response = self
+            .call(
+                CallSpec::idempotent("LockStatus"),
+                request,
+                |channel, req| async move { LockClient::new(channel).lock_status(req).await },
+            )
+            .await?;
+        Ok(LockStatus {
+            holder: response.held.then_some(LockHolder {
+                lease: response.holder_lease,
+                token: response.token,
+            }),
+            waiters: response.waiters,
+            revision: response.header.map_or(0, |h| h.revision),
+        })
     }
 }

@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zaris_proto::v1::{DeleteResult, Guard, LockResult, PutResult, UnlockResult};
+use zaris_proto::v1::Guard;
+
+use crate::lock::{LockOutcome, UnlockOutcome};
 
 use crate::client::unexpected;
 use crate::error::Error;
@@ -75,18 +77,17 @@ impl Lease {
         let name = name.into();
         self.ensure_valid()?;
         let mut place = self.enter_queue(&name).await;
-        let response = place.call(false, Duration::ZERO).await?;
-        match LockResult::try_from(response.result) {
-            Ok(LockResult::Held) => self.guard(name, response.token, place.hold()).map(Some),
-            Ok(LockResult::Busy) => {
+        match place.call(false, Duration::ZERO).await {
+            Ok(LockOutcome::Held { token }) => self.guard(name, token, place.hold()).map(Some),
+            Ok(LockOutcome::Busy { .. }) => {
                 place.keep();
                 Ok(None)
             }
-            Ok(LockResult::LeaseNotFound) => Err(self.lost("the cluster has no such lease")),
-            _ => Err(unexpected(
-                response.header.as_ref(),
-                format!("lock result {} for a lock without waiting", response.result),
-            )),
+            Ok(LockOutcome::Queued { .. }) => {
+                Err(unexpected(None, "QUEUED for a lock without waiting"))
+            }
+            Err(Error::LeaseNotFound { .. }) => Err(self.lost("the cluster has no such lease")),
+            Err(err) => Err(err),
         }
     }
 
@@ -129,18 +130,15 @@ impl Lease {
     /// queued.
     async fn wait_for(&self, place: &mut QueuePlace, wait: Duration) -> Result<Option<u64>, Error> {
         self.ensure_valid()?;
-        let response = tokio::select! {
-            response = place.call(true, wait) => response?,
+        let outcome = tokio::select! {
+            outcome = place.call(true, wait) => outcome,
             reason = self.expired() => return Err(self.lost(reason_text(reason))),
         };
-        match LockResult::try_from(response.result) {
-            Ok(LockResult::Held) => Ok(Some(response.token)),
-            Ok(LockResult::Queued | LockResult::Busy) => Ok(None),
-            Ok(LockResult::LeaseNotFound) => Err(self.lost("the cluster has no such lease")),
-            _ => Err(unexpected(
-                response.header.as_ref(),
-                format!("unknown lock result {}", response.result),
-            )),
+        match outcome {
+            Ok(LockOutcome::Held { token }) => Ok(Some(token)),
+            Ok(LockOutcome::Queued { .. } | LockOutcome::Busy { .. }) => Ok(None),
+            Err(Error::LeaseNotFound { .. }) => Err(self.lost("the cluster has no such lease")),
+            Err(err) => Err(err),
         }
     }
 
@@ -238,15 +236,13 @@ impl LockGuard {
             guard: Some(self.fence()),
             ..options
         };
-        let response = self.lease.client().put(key, value, options).await?;
-        match PutResult::try_from(response.result) {
-            Ok(PutResult::Ok) => Ok(response.header.map_or(0, |h| h.revision)),
-            Ok(PutResult::GuardFailed) => Err(self.not_held()),
-            Ok(PutResult::LeaseNotFound) => Err(self.lease.lost("the cluster has no such lease")),
-            _ => Err(unexpected(
-                response.header.as_ref(),
-                format!("unknown put result {}", response.result),
-            )),
+        match self.lease.client().put(key, value, options).await {
+            Ok(written) => Ok(written.revision),
+            Err(Error::NotHeld { .. }) => Err(self.not_held()),
+            Err(Error::LeaseNotFound { .. }) => {
+                Err(self.lease.lost("the cluster has no such lease"))
+            }
+            Err(err) => Err(err),
         }
     }
 
@@ -261,14 +257,10 @@ impl LockGuard {
             guard: Some(self.fence()),
             ..options
         };
-        let response = self.lease.client().delete(key, options).await?;
-        match DeleteResult::try_from(response.result) {
-            Ok(DeleteResult::Ok) => Ok(response.deleted),
-            Ok(DeleteResult::GuardFailed) => Err(self.not_held()),
-            _ => Err(unexpected(
-                response.header.as_ref(),
-                format!("unknown delete result {}", response.result),
-            )),
+        match self.lease.client().delete(key, options).await {
+            Ok(deleted) => Ok(deleted.deleted),
+            Err(Error::NotHeld { .. }) => Err(self.not_held()),
+            Err(err) => Err(err),
         }
     }
 
@@ -276,20 +268,20 @@ impl LockGuard {
     /// otherwise). The next waiter gets it with a higher token.
     pub async fn unlock(self) -> Result<(), Error> {
         // If the call fails, the guard is dropped unreleased and releases in the background.
-        let response = self
+        let outcome = self
             .lease
             .client()
             .unlock(self.name.clone(), self.lease.id(), self.token)
             .await?;
-        match UnlockResult::try_from(response.result) {
-            Ok(UnlockResult::Released) => {
+        match outcome {
+            UnlockOutcome::Released => {
                 self.mark_released();
                 Ok(())
             }
-            Ok(UnlockResult::NotHolder) => Err(self.not_held()),
-            _ => Err(unexpected(
-                response.header.as_ref(),
-                format!("unlock result {} for a release", response.result),
+            UnlockOutcome::NotHolder => Err(self.not_held()),
+            UnlockOutcome::Withdrawn | UnlockOutcome::HeldNow { .. } => Err(unexpected(
+                None,
+                format!("{outcome:?} for a release with token {}", self.token),
             )),
         }
     }

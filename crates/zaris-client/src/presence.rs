@@ -6,9 +6,9 @@
 
 use std::collections::BTreeSet;
 
-use zaris_proto::v1::{KeyValue, PutResult};
+use zaris_proto::v1::KeyValue;
 
-use crate::client::{Client, unexpected};
+use crate::client::Client;
 use crate::error::Error;
 use crate::kv::{DeleteOptions, PutOptions, RangeOptions};
 use crate::lease_handle::Lease;
@@ -113,14 +113,10 @@ impl Presence {
             ..PutOptions::default()
         };
         let key = format!("{}{member}", self.prefix());
-        let response = self.client.put(key, metadata, options).await?;
-        match PutResult::try_from(response.result) {
-            Ok(PutResult::Ok) => Ok(response.header.map_or(0, |h| h.revision)),
-            Ok(PutResult::LeaseNotFound) => Err(lease.lost("the cluster has no such lease")),
-            _ => Err(unexpected(
-                response.header.as_ref(),
-                format!("unknown put result {}", response.result),
-            )),
+        match self.client.put(key, metadata, options).await {
+            Ok(written) => Ok(written.revision),
+            Err(Error::LeaseNotFound { .. }) => Err(lease.lost("the cluster has no such lease")),
+            Err(err) => Err(err),
         }
     }
 
@@ -141,7 +137,7 @@ impl Presence {
             ..RangeOptions::default()
         };
         let response = self.client.range(prefix.clone(), options).await?;
-        let revision = response.header.as_ref().map_or(0, |h| h.revision);
+        let revision = response.revision;
         if response.more {
             return Err(Error::InvalidArgument {
                 reason: format!(

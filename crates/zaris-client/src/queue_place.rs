@@ -23,8 +23,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::lock::{LockOutcome, UnlockOutcome};
 use tokio::task::JoinHandle;
-use zaris_proto::v1::{LockResponse, LockResult, UnlockResult};
 
 use crate::client::{Client, unexpected};
 use crate::error::Error;
@@ -58,7 +58,7 @@ impl Claims {
 }
 
 /// A Lock call running as its own task, so that dropping the waiter does not drop the call.
-type LockCall = JoinHandle<Result<LockResponse, Error>>;
+type LockCall = JoinHandle<Result<LockOutcome, Error>>;
 
 /// One wait of `lease` for lock `name`, from its first Lock call until it is kept (a guard takes
 /// over, or it ended without queueing) or given back (explicitly, or on drop).
@@ -102,7 +102,7 @@ impl QueuePlace {
         &mut self,
         wait: bool,
         timeout: std::time::Duration,
-    ) -> Result<LockResponse, Error> {
+    ) -> Result<LockOutcome, Error> {
         let (client, name, lease) = (self.client.clone(), self.name.clone(), self.lease);
         let call = self.in_flight.insert(tokio::spawn(async move {
             client.lock(name, lease, wait, timeout).await
@@ -143,18 +143,15 @@ impl QueuePlace {
     /// caller keeps it, through the returned [`Holding`]), `None` once withdrawn.
     pub(crate) async fn withdraw_now(self) -> Result<Option<(u64, Holding)>, Error> {
         let turn = self.claim.turn.lock().await;
-        let response = self.client.unlock(self.name.clone(), self.lease, 0).await?;
+        let outcome = self.client.unlock(self.name.clone(), self.lease, 0).await?;
         drop(turn);
-        match UnlockResult::try_from(response.result) {
-            Ok(UnlockResult::Held) => Ok(Some((response.token, self.hold()))),
-            Ok(UnlockResult::Withdrawn | UnlockResult::NotHolder) => {
+        match outcome {
+            UnlockOutcome::HeldNow { token } => Ok(Some((token, self.hold()))),
+            UnlockOutcome::Withdrawn | UnlockOutcome::NotHolder => {
                 self.keep();
                 Ok(None)
             }
-            _ => Err(unexpected(
-                response.header.as_ref(),
-                format!("unlock result {} for a withdrawal", response.result),
-            )),
+            UnlockOutcome::Released => Err(unexpected(None, "RELEASED for a withdrawal")),
         }
     }
 }
@@ -237,11 +234,7 @@ impl GiveBack {
         let answer = call.await;
         let placed = matches!(
             &answer,
-            Ok(Ok(response))
-                if matches!(
-                    LockResult::try_from(response.result),
-                    Ok(LockResult::Held | LockResult::Queued)
-                )
+            Ok(Ok(LockOutcome::Held { .. } | LockOutcome::Queued { .. }))
         );
         if placed {
             self.give_back_if_unowned(None).await;
@@ -259,15 +252,15 @@ impl GiveBack {
         let result = async {
             let token = match token {
                 Some(token) => Some(token),
-                None => {
-                    let response = self.client.unlock(self.name.clone(), self.lease, 0).await?;
-                    (UnlockResult::try_from(response.result) == Ok(UnlockResult::Held))
-                        .then_some(response.token)
-                }
+                None => match self.client.unlock(self.name.clone(), self.lease, 0).await? {
+                    UnlockOutcome::HeldNow { token } => Some(token),
+                    _ => None,
+                },
             };
             if let Some(token) = token {
                 // Held: release it, fenced by its token.
-                self.client
+                let _released = self
+                    .client
                     .unlock(self.name.clone(), self.lease, token)
                     .await?;
             }

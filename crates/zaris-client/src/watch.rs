@@ -277,11 +277,10 @@ impl WatchTask {
                         self.client.endpoints_ref().failed(target.index);
                     }
                     // Before the first creation the caller is waiting: bound that wait.
-                    if self.created.is_some() && started.elapsed() + delay > options.retry_deadline
-                    {
+                    if self.created.is_some() && started.elapsed() + delay > options.timeout {
                         self.report(Error::Protocol {
                             endpoint: target.authority,
-                            reason: "no member accepted the watch before the retry deadline".into(),
+                            reason: "no member accepted the watch within the call timeout".into(),
                         })
                         .await;
                         return;
@@ -330,7 +329,7 @@ impl WatchTask {
         let _ = requests.try_send(self.create_request(*next));
         let limit = {
             let options = self.client.options();
-            options.connect_timeout + options.request_timeout
+            options.connect_timeout + options.attempt_timeout()
         };
         let mut service = WatchClient::new(channel);
         let call = service.watch(ReceiverStream::new(outbound));

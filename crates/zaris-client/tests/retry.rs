@@ -15,7 +15,7 @@ use zaris_client::proto::cluster_server::{Cluster, ClusterServer};
 use zaris_client::proto::kv_server::{Kv, KvServer};
 use zaris_client::proto::lease_server::{Lease, LeaseServer};
 use zaris_client::proto::*;
-use zaris_client::{Client, ClientOptions, Error, PutOptions};
+use zaris_client::{Client, ClientOptions, Error, PutOptions, Renewed};
 
 /// How a fake member answers writes.
 #[derive(Debug, Clone)]
@@ -330,15 +330,46 @@ async fn dead_address() -> String {
 fn fast_options() -> ClientOptions {
     ClientOptions::default()
         .with_backoff(Duration::from_millis(5), Duration::from_millis(20))
-        .with_request_timeout(Duration::from_secs(2))
-        .with_retry_deadline(Duration::from_secs(5))
+        .with_timeout(Duration::from_secs(5))
 }
 
+/// A lazy client: the tests count every call a member receives, dialing included.
 async fn client(endpoints: &[&str], options: ClientOptions) -> Client {
-    match Client::connect_with(endpoints.iter().copied(), options).await {
+    match Client::lazy(endpoints.iter().copied(), options) {
+        Ok(client) => client,
+        Err(err) => panic!("client: {err}"),
+    }
+}
+
+#[tokio::test]
+async fn connect_dials_until_a_member_answers_and_says_when_none_does() {
+    let dead = dead_address().await;
+    let other_dead = dead_address().await;
+    let err = match Client::connect_with([dead.as_str(), other_dead.as_str()], fast_options()).await
+    {
+        Ok(client) => panic!("connected to dead endpoints: {client:?}"),
+        Err(err) => err,
+    };
+    match &err {
+        Error::Unreachable { endpoints, last } => {
+            assert_eq!(endpoints, &[dead.clone(), other_dead.clone()]);
+            assert!(last.is_connect_failure(), "{last:?}");
+        }
+        other => panic!("expected Unreachable, got {other:?}"),
+    }
+    assert!(err.is_definite());
+    assert!(err.is_connect_failure());
+    assert!(err.to_string().contains(&dead), "{err}");
+
+    // A dead endpoint first, then a follower: connect succeeds on the follower.
+    let (member, address) = start(1, Behavior::Follower("127.0.0.1:1".into())).await;
+    let client = match Client::connect_with([dead.as_str(), address.as_str()], fast_options()).await
+    {
         Ok(client) => client,
         Err(err) => panic!("connect: {err}"),
-    }
+    };
+    assert_eq!(member.calls(), 1, "connect sends one Status");
+    assert_eq!(client.endpoints(), [dead, address]);
 }
 
 #[tokio::test]
@@ -348,7 +379,7 @@ async fn follows_not_leader_redirect_and_caches_the_leader() {
     let client = client(&[&follower_address], fast_options()).await;
 
     let response = client.put("k", "v", PutOptions::default()).await;
-    assert_eq!(response.map(|r| r.result()).ok(), Some(PutResult::Ok));
+    assert!(response.is_ok(), "{response:?}");
     assert_eq!(follower.calls(), 1);
     assert_eq!(leader.calls(), 1);
     assert_eq!(
@@ -473,7 +504,7 @@ async fn does_not_resend_a_non_idempotent_write_after_an_indeterminate_failure()
 #[tokio::test]
 async fn gives_up_at_the_deadline_with_a_definite_connect_failure() {
     let dead = dead_address().await;
-    let options = fast_options().with_retry_deadline(Duration::from_millis(300));
+    let options = fast_options().with_timeout(Duration::from_millis(300));
     let client = client(&[&dead], options).await;
 
     let started = std::time::Instant::now();
@@ -508,7 +539,7 @@ async fn gives_up_at_the_deadline_with_a_definite_connect_failure() {
 #[tokio::test]
 async fn exhaustion_after_an_indeterminate_attempt_is_indeterminate() {
     let (leader, address) = start(1, Behavior::LoseLeadership(u32::MAX)).await;
-    let options = fast_options().with_retry_deadline(Duration::from_millis(200));
+    let options = fast_options().with_timeout(Duration::from_millis(200));
     let client = client(&[&address], options).await;
 
     let err = match client.put("k", "v", PutOptions::default()).await {
@@ -543,7 +574,7 @@ async fn keep_alive_once_waits_for_the_matching_seq() {
     assert!(first.seq < 1000, "took the unrelated answer: {first:?}");
     assert_eq!(
         first.renewed,
-        [LeaseRenewed {
+        [Renewed {
             id: 5,
             ttl_ms: 5000
         }]

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use rand::Rng;
 use zaris_client::RangeOptions;
-use zaris_client::proto::{PutRequest, TxnOp, TxnRequest, TxnResult, txn_op};
+use zaris_client::proto::{PutRequest, TxnOp, TxnRequest, txn_op};
 
 use super::Ctx;
 use crate::history::Call;
@@ -253,13 +253,12 @@ async fn put_leased(ctx: &Ctx, process: &mut Process, lease: u64, keys: &[String
         ..TxnRequest::default()
     };
     match ctx.client.txn(txn).await {
-        Ok(response) if response.result == TxnResult::CompareSucceeded as i32 => {
+        Ok(outcome) if outcome.succeeded => {
             ctx.recorder.ok(p, 0, call);
             true
         }
-        Ok(response) => {
-            ctx.recorder
-                .fail(p, 0, call, format!("txn result {}", response.result));
+        Ok(_) => {
+            ctx.recorder.fail(p, 0, call, "txn compare failed");
             false
         }
         Err(err) => {
@@ -308,7 +307,7 @@ async fn time_to_live(ctx: &Ctx, process: &mut Process, lease: u64) {
             0,
             Call::TimeToLive {
                 lease,
-                found: Some(ttl.found),
+                found: Some(ttl.is_some()),
             },
         ),
         // A query changes nothing: a failed one is a `fail` whatever the error.

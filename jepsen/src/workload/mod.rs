@@ -40,8 +40,7 @@ impl Workload {
 pub fn client_options() -> ClientOptions {
     ClientOptions::default()
         .with_connect_timeout(Duration::from_millis(500))
-        .with_request_timeout(Duration::from_millis(1_000))
-        .with_retry_deadline(Duration::from_millis(2_000))
+        .with_timeout(Duration::from_millis(2_000))
         .with_backoff(Duration::from_millis(20), Duration::from_millis(200))
 }
 

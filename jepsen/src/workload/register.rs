@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use rand::Rng;
-use zaris_client::proto::{Compare, PutRequest, TxnOp, TxnRequest, TxnResult, compare, txn_op};
+use zaris_client::proto::{Compare, PutRequest, TxnOp, TxnRequest, compare, txn_op};
 
 use super::Ctx;
 use crate::history::Call;
@@ -101,14 +101,13 @@ pub async fn run(ctx: &Ctx, seed: u64, slot: u64) {
                 ..TxnRequest::default()
             };
             match ctx.client.txn(txn).await {
-                Ok(response) if response.result == TxnResult::CompareSucceeded as i32 => {
+                Ok(outcome) if outcome.succeeded => {
                     seen[key_index] = Some(to);
                     ctx.recorder.ok(p, 0, call);
                 }
-                Ok(response) => {
+                Ok(_) => {
                     seen[key_index] = None;
-                    ctx.recorder
-                        .fail(p, 0, call, format!("compare failed ({})", response.result));
+                    ctx.recorder.fail(p, 0, call, "compare failed");
                 }
                 Err(err) => {
                     if ctx.recorder.failed(p, 0, call, &err) {

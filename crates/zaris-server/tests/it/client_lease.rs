@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zaris_client::{Client, ClientOptions, Error, ExpiredReason, LeaseState, PutOptions};
+use zaris_client::{
+    Client, ClientOptions, Error, ExpiredReason, LeaseState, PutOptions, Revocation,
+};
 
 use crate::cluster::{TestCluster, eventually};
 use crate::proxy::Proxy;
@@ -15,7 +17,7 @@ async fn exists(client: &Client, id: u64) -> bool {
     client
         .time_to_live(id, false)
         .await
-        .map(|r| r.found)
+        .map(|info| info.is_some())
         .unwrap_or(true)
 }
 
@@ -48,7 +50,10 @@ async fn a_lease_lives_while_its_handle_does_from_any_endpoint() {
 
     // Revoking ends it at once, keys included, and every clone sees why.
     let clone = lease.clone();
-    assert!(lease.revoke().await.expect("revoke"));
+    assert!(matches!(
+        lease.revoke().await.expect("revoke"),
+        Revocation::Revoked { .. }
+    ));
     assert_eq!(clone.state(), LeaseState::Expired(ExpiredReason::Revoked));
     assert!(!clone.is_valid());
     assert!(client.get("svc/a").await.expect("get").is_none());
@@ -114,9 +119,7 @@ async fn a_cut_off_client_expires_before_anyone_else_gets_its_lock() {
     let leader = cluster.leader().await;
     // A reaches the cluster only through a proxy in front of the leader.
     let proxy = Proxy::start(cluster.addrs[&leader]).await;
-    let options = ClientOptions::default()
-        .with_request_timeout(Duration::from_secs(1))
-        .with_retry_deadline(Duration::from_secs(2));
+    let options = ClientOptions::default().with_timeout(Duration::from_secs(2));
     let a = Client::connect_with([proxy.addr.to_string()], options)
         .await
         .expect("client A");
@@ -174,5 +177,77 @@ async fn a_cut_off_client_expires_before_anyone_else_gets_its_lock() {
         .expect("B's fenced write");
     let value = b.get("job/output").await.expect("get").expect("written");
     assert_eq!(value.value, b"from B");
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_answers_who_leads_and_a_keepalive_stream_pipelines_renewals() {
+    let mut cluster = TestCluster::start(3).await;
+    let leader = cluster.leader().await;
+    let follower = cluster.followers(leader)[0];
+    let client = cluster.client(&[follower]).await;
+
+    let answer = client.leader().await.expect("leader");
+    assert_eq!(answer.id, leader);
+    assert_eq!(answer.address, cluster.addrs[&leader].to_string());
+    assert!(answer.raft_term > 0);
+
+    let ttl = Duration::from_secs(30);
+    let (a, b) = (
+        client.grant(ttl).await.expect("grant").id,
+        client.grant(ttl).await.expect("grant").id,
+    );
+    let gone = client.grant(ttl).await.expect("grant").id;
+    assert_eq!(
+        client.revoke(gone).await.expect("revoke"),
+        Revocation::Revoked {
+            revision: client.seen_revision()
+        }
+    );
+    assert_eq!(
+        client.revoke(gone).await.expect("revoke again"),
+        Revocation::NotFound
+    );
+
+    // Three requests in flight before any answer is read; the answers come back in order.
+    let mut stream = client.keep_alive_stream().await.expect("stream");
+    assert_eq!(stream.endpoint(), cluster.addrs[&leader].to_string());
+    let seqs = [
+        stream.send([a]).await.expect("send"),
+        stream.send([a, b]).await.expect("send"),
+        stream.send([b, gone]).await.expect("send"),
+    ];
+    let mut answers = Vec::new();
+    for _ in seqs {
+        answers.push(stream.next().await.expect("answer"));
+    }
+    assert_eq!(answers.iter().map(|r| r.seq).collect::<Vec<_>>(), seqs);
+    let renewed = |i: usize| answers[i].renewed.iter().map(|r| r.id).collect::<Vec<_>>();
+    assert_eq!(renewed(0), [a]);
+    assert_eq!(renewed(1), [a, b]);
+    assert_eq!(renewed(2), [b]);
+    assert_eq!(answers[2].not_found, [gone]);
+    assert!(
+        answers
+            .iter()
+            .all(|r| r.revision > 0 && r.renewed.iter().all(|x| x.ttl_ms == 30_000))
+    );
+
+    // The stream does not follow a leader change: it fails, and a new one opens on the new
+    // leader.
+    cluster.stop(leader).await;
+    let new_leader = cluster.leader().await;
+    let failed = async {
+        stream.send([a]).await?;
+        stream.next().await
+    }
+    .await;
+    assert!(failed.is_err(), "{failed:?}");
+    let survivors = cluster.client(&cluster.running()).await;
+    let mut again = survivors.keep_alive_stream().await.expect("reopened");
+    assert_eq!(again.endpoint(), cluster.addrs[&new_leader].to_string());
+    let seq = again.send([a, b]).await.expect("send");
+    let answer = again.next().await.expect("answer");
+    assert_eq!((answer.seq, answer.renewed.len()), (seq, 2));
     cluster.shutdown().await;
 }

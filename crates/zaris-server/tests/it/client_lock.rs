@@ -47,7 +47,11 @@ async fn guards_are_granted_fifo_with_increasing_tokens() {
         assert!(guard.token() > token, "tokens must increase");
         token = guard.token();
         let status = client.lock_status("q").await.expect("status");
-        assert_eq!(status.holder_lease, lease.id(), "served in queue order");
+        assert_eq!(
+            status.holder.map(|h| h.lease),
+            Some(lease.id()),
+            "served in queue order"
+        );
         guard.unlock().await.expect("unlock");
     }
     cluster.shutdown().await;
@@ -67,7 +71,10 @@ async fn stale_tokens_cannot_write_or_release() {
         .expect("A writes while holding");
 
     // A's lease is revoked behind its back (an operator, or another client): B takes over.
-    client.revoke(a.id()).await.expect("revoke");
+    assert!(matches!(
+        client.revoke(a.id()).await.expect("revoke"),
+        zaris_client::Revocation::Revoked { .. }
+    ));
     let b_guard = b.lock("res").await.expect("B locks");
     assert!(b_guard.token() > a_guard.token());
 
@@ -91,8 +98,8 @@ async fn stale_tokens_cannot_write_or_release() {
     assert!(b_guard.is_held());
     let status = client.lock_status("res").await.expect("status");
     assert_eq!(
-        (status.holder_lease, status.token),
-        (b.id(), b_guard.token())
+        status.holder.map(|h| (h.lease, h.token)),
+        Some((b.id(), b_guard.token()))
     );
     assert_eq!(
         client
@@ -123,7 +130,10 @@ async fn a_lock_wait_ends_when_the_waiting_lease_is_lost() {
         (status.waiters == 1).then_some(())
     })
     .await;
-    client.revoke(waiter.id()).await.expect("revoke");
+    assert!(matches!(
+        client.revoke(waiter.id()).await.expect("revoke"),
+        zaris_client::Revocation::Revoked { .. }
+    ));
     let result = tokio::time::timeout(Duration::from_secs(10), wait)
         .await
         .expect("the wait ends")
@@ -169,7 +179,10 @@ async fn election_passes_to_the_next_candidate_and_observers_follow() {
 
     // A's lease expires (here: is revoked): its value vanishes and B takes over, fenced.
     let a_token = a_lead.token();
-    client.revoke(a.id()).await.expect("revoke");
+    assert!(matches!(
+        client.revoke(a.id()).await.expect("revoke"),
+        zaris_client::Revocation::Revoked { .. }
+    ));
     let b_lead = b_campaign.await.expect("join").expect("B leads");
     assert!(b_lead.token() > a_token);
     // A's lease handle learns of the revoke at its next renewal; a refused fenced write tells
@@ -205,7 +218,7 @@ async fn wait_for_queue(
         Duration::from_secs(15),
         || async {
             let status = client.lock_status(name).await.ok()?;
-            (status.waiters == waiters && status.holder_lease == holder.unwrap_or(0)).then_some(())
+            (status.waiters == waiters && status.holder.map(|h| h.lease) == holder).then_some(())
         },
     )
     .await;
@@ -328,8 +341,8 @@ async fn a_dropped_guard_does_not_release_a_new_guard_of_the_same_lease() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let status = client.lock_status("again").await.expect("status");
         assert_eq!(
-            (status.holder_lease, status.token),
-            (lease.id(), second.token()),
+            status.holder.map(|h| (h.lease, h.token)),
+            Some((lease.id(), second.token())),
             "the new guard lost its lock"
         );
         second.unlock().await.expect("unlock");

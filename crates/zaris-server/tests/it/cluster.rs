@@ -186,12 +186,9 @@ impl TestCluster {
     /// A client that knows only the given nodes.
     pub async fn client(&self, ids: &[u64]) -> Client {
         let endpoints: Vec<String> = ids.iter().map(|id| self.addrs[id].to_string()).collect();
-        let options = ClientOptions::default()
-            .with_request_timeout(Duration::from_secs(3))
-            .with_retry_deadline(Duration::from_secs(15));
-        Client::connect_with(endpoints, options)
-            .await
-            .expect("client")
+        let options = ClientOptions::default().with_timeout(Duration::from_secs(15));
+        // Lazy: tests make clients of nodes they are about to stop or start.
+        Client::lazy(endpoints, options).expect("client")
     }
 
     /// Waits until every running node has applied at least `index`.

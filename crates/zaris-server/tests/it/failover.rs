@@ -2,8 +2,7 @@
 
 use std::time::Duration;
 
-use zaris_client::{PutOptions, RangeOptions};
-use zaris_proto::v1::{LockResult, PutResult};
+use zaris_client::{LockHolder, LockOutcome, PutOptions, RangeOptions};
 
 use crate::cluster::TestCluster;
 
@@ -28,7 +27,7 @@ async fn writes_sent_to_a_follower_succeed_through_the_redirect() {
         )
         .await
         .expect("put via follower");
-    assert_eq!(put.result, PutResult::Ok as i32);
+    assert!(put.revision > 0);
     let kv = client.get("job/1").await.expect("get").expect("key exists");
     assert_eq!((kv.value.as_slice(), kv.lease), (&b"owner"[..], lease.id));
     assert_eq!(
@@ -54,7 +53,9 @@ async fn leases_keys_and_locks_survive_losing_the_leader() {
         .lock("jobs", lease.id, false, Duration::ZERO)
         .await
         .expect("lock");
-    assert_eq!(lock.result, LockResult::Held as i32);
+    let LockOutcome::Held { token } = lock else {
+        panic!("the free lock was not granted: {lock:?}");
+    };
     // Renewed just before the leader goes away.
     let renewed = client.keep_alive_once([lease.id]).await.expect("renew");
     assert_eq!(renewed.renewed.len(), 1);
@@ -63,14 +64,23 @@ async fn leases_keys_and_locks_survive_losing_the_leader() {
     let new_leader = cluster.leader().await;
     assert_ne!(new_leader, leader);
     let survivor = cluster.client(&cluster.running()).await;
-    let ttl = survivor.time_to_live(lease.id, true).await.expect("ttl");
-    assert!(ttl.found, "the lease survived the failover");
+    let ttl = survivor
+        .time_to_live(lease.id, true)
+        .await
+        .expect("ttl")
+        .expect("the lease survived the failover");
     assert_eq!(ttl.bound_keys, vec![b"presence/a".to_vec()]);
     assert_eq!(ttl.locks_held, vec!["jobs".to_string()]);
     // The new leader extended the lease: it has at least what was left, minus the time taken.
     assert!(ttl.remaining_ttl_ms > 0);
     let status = survivor.lock_status("jobs").await.expect("lock status");
-    assert_eq!((status.holder_lease, status.token), (lease.id, lock.token));
+    assert_eq!(
+        status.holder,
+        Some(LockHolder {
+            lease: lease.id,
+            token
+        })
+    );
     let renewed = survivor
         .keep_alive_once([lease.id])
         .await
@@ -93,7 +103,7 @@ async fn a_restarted_node_catches_up_from_its_data_dir() {
             .put(format!("k{i}"), "v", PutOptions::default())
             .await
             .expect("put");
-        last = put.header.map_or(0, |h| h.revision);
+        last = put.revision;
     }
     cluster.restart(lagging).await;
     cluster.wait_applied(last).await;
@@ -133,7 +143,7 @@ async fn five_nodes_with_two_down_still_serve() {
         )
         .await
         .expect("put");
-    assert_eq!(put.result, PutResult::Ok as i32);
+    assert!(put.revision > 0);
     // Two of five down, the leader among them: three remain, still a majority.
     let follower = cluster.followers(leader)[0];
     cluster.stop(follower).await;
@@ -145,13 +155,13 @@ async fn five_nodes_with_two_down_still_serve() {
         .put("k2", "v", PutOptions::default())
         .await
         .expect("put with two down");
-    assert_eq!(put.result, PutResult::Ok as i32);
+    assert!(put.revision > 0);
     assert!(
         client
             .time_to_live(lease.id, false)
             .await
             .expect("ttl")
-            .found
+            .is_some()
     );
     cluster.shutdown().await;
 }
@@ -208,7 +218,7 @@ async fn renewals_from_many_clients_share_entries() {
     let results = futures::future::join_all(renewals).await;
     let mut revisions: Vec<u64> = results
         .into_iter()
-        .map(|r| r.expect("renew").header.map_or(0, |h| h.revision))
+        .map(|r| r.expect("renew").revision)
         .collect();
     revisions.sort_unstable();
     revisions.dedup();

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use zaris_client::PutOptions;
-use zaris_proto::v1::{ErrorCode, PutResult};
+use zaris_proto::v1::ErrorCode;
 
 use crate::cluster::{MIN_TTL_MS, TestCluster};
 
@@ -44,9 +44,11 @@ async fn bad_requests_get_clear_errors_and_the_cluster_keeps_serving() {
                 ..PutOptions::default()
             },
         )
-        .await
-        .expect("a put with an unknown lease is answered");
-    assert_eq!(put.result, PutResult::LeaseNotFound as i32);
+        .await;
+    assert!(
+        matches!(put, Err(zaris_client::Error::LeaseNotFound { id: 424_242 })),
+        "a put with an unknown lease is refused as such: {put:?}"
+    );
 
     // Garbage on the port: the connection is refused, the node keeps running.
     let mut socket = tokio::net::TcpStream::connect(cluster.addrs[&leader])
@@ -86,8 +88,7 @@ async fn a_retry_whose_id_was_evicted_is_refused_not_applied_twice() {
         .put("before", "x", PutOptions::default())
         .await
         .expect("put")
-        .header
-        .map_or(0, |h| h.revision);
+        .revision;
     let mut kv = KvClient::connect(format!("http://{}", cluster.addrs[&leader]))
         .await
         .expect("connect");

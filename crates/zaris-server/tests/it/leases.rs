@@ -49,7 +49,7 @@ async fn grant_with_keys(cluster: &TestCluster) -> (zaris_client::Client, u64, I
             )
             .await
             .expect("put");
-        revision = put.header.map_or(0, |h| h.revision);
+        revision = put.revision;
     }
     // Observers check that the keys go with the lease, so every node must have them first.
     cluster.wait_applied(revision).await;
@@ -85,7 +85,13 @@ async fn an_unrenewed_lease_expires_after_its_ttl_and_not_much_later() {
         .await
         .expect("renew after expiry");
     assert_eq!(after.not_found, vec![lease]);
-    assert!(!client.time_to_live(lease, false).await.expect("ttl").found);
+    assert!(
+        client
+            .time_to_live(lease, false)
+            .await
+            .expect("ttl")
+            .is_none()
+    );
     cluster.shutdown().await;
 }
 
@@ -126,7 +132,13 @@ async fn a_renewed_lease_does_not_expire() {
         assert_eq!(renewed.renewed.len(), 1, "a renewed lease was lost");
         tokio::time::sleep(Duration::from_millis(MIN_TTL_MS / 4)).await;
     }
-    assert!(client.time_to_live(lease, false).await.expect("ttl").found);
+    assert!(
+        client
+            .time_to_live(lease, false)
+            .await
+            .expect("ttl")
+            .is_some()
+    );
     cluster.shutdown().await;
 }
 
@@ -167,7 +179,10 @@ async fn a_revoked_lease_id_cannot_be_granted_again() {
     let client = cluster.client(&cluster.running()).await;
     let ttl = Duration::from_millis(5 * MIN_TTL_MS);
     let lease = client.grant(ttl).await.expect("grant").id;
-    client.revoke(lease).await.expect("revoke");
+    assert!(matches!(
+        client.revoke(lease).await.expect("revoke"),
+        zaris_client::Revocation::Revoked { .. }
+    ));
     assert_eq!(
         client.grant_with_id(lease, ttl).await.expect("grant again"),
         None,

@@ -3,10 +3,18 @@
 
 use std::time::Duration;
 
-use zaris_client::PutOptions;
-use zaris_proto::v1::{Guard, LockResult, PutResult, UnlockResult};
+use zaris_client::{Error, LockHolder, LockOutcome, PutOptions, UnlockOutcome};
+use zaris_proto::v1::Guard;
 
 use crate::cluster::TestCluster;
+
+/// The fencing token of a lock call that must have been granted.
+fn held(outcome: LockOutcome) -> u64 {
+    match outcome {
+        LockOutcome::Held { token } => token,
+        other => panic!("expected the lock to be held, got {other:?}"),
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_get_the_lock_in_order_with_higher_tokens() {
@@ -19,11 +27,12 @@ async fn waiters_get_the_lock_in_order_with_higher_tokens() {
         client.grant(ttl).await.expect("grant").id,
         client.grant(ttl).await.expect("grant").id,
     );
-    let first = client
-        .lock("q", a, true, Duration::from_secs(5))
-        .await
-        .expect("lock");
-    assert_eq!(first.result, LockResult::Held as i32);
+    let first = held(
+        client
+            .lock("q", a, true, Duration::from_secs(5))
+            .await
+            .expect("lock"),
+    );
 
     let wait = |lease| {
         let client = client.clone();
@@ -44,10 +53,12 @@ async fn waiters_get_the_lock_in_order_with_higher_tokens() {
     .await;
 
     // A's lease ends: the lock passes to B, not C.
-    client.revoke(a).await.expect("revoke");
-    let b_held = b_wait.await.expect("join").expect("B's lock call");
-    assert_eq!(b_held.result, LockResult::Held as i32);
-    assert!(b_held.token > first.token);
+    assert!(matches!(
+        client.revoke(a).await.expect("revoke"),
+        zaris_client::Revocation::Revoked { .. }
+    ));
+    let b_held = held(b_wait.await.expect("join").expect("B's lock call"));
+    assert!(b_held > first);
 
     // A's late write with its old token is refused by the store.
     let late = client
@@ -57,26 +68,24 @@ async fn waiters_get_the_lock_in_order_with_higher_tokens() {
             PutOptions {
                 guard: Some(Guard {
                     lock_name: "q".into(),
-                    token: first.token,
+                    token: first,
                 }),
                 ..PutOptions::default()
             },
         )
-        .await
-        .expect("guarded put answered");
-    assert_eq!(late.result, PutResult::GuardFailed as i32);
+        .await;
+    assert!(
+        matches!(&late, Err(Error::NotHeld { lock, token }) if lock == "q" && *token == first),
+        "{late:?}"
+    );
     // A stale release does nothing.
-    let stale = client
-        .unlock("q", b, first.token)
-        .await
-        .expect("unlock answered");
-    assert_eq!(stale.result, UnlockResult::NotHolder as i32);
+    let stale = client.unlock("q", b, first).await.expect("unlock answered");
+    assert_eq!(stale, UnlockOutcome::NotHolder);
 
-    let released = client.unlock("q", b, b_held.token).await.expect("unlock");
-    assert_eq!(released.result, UnlockResult::Released as i32);
-    let c_held = c_wait.await.expect("join").expect("C's lock call");
-    assert_eq!(c_held.result, LockResult::Held as i32);
-    assert!(c_held.token > b_held.token);
+    let released = client.unlock("q", b, b_held).await.expect("unlock");
+    assert_eq!(released, UnlockOutcome::Released);
+    let c_held = held(c_wait.await.expect("join").expect("C's lock call"));
+    assert!(c_held > b_held);
     let ok = client
         .put(
             "resource",
@@ -84,14 +93,14 @@ async fn waiters_get_the_lock_in_order_with_higher_tokens() {
             PutOptions {
                 guard: Some(Guard {
                     lock_name: "q".into(),
-                    token: c_held.token,
+                    token: c_held,
                 }),
                 ..PutOptions::default()
             },
         )
         .await
         .expect("guarded put");
-    assert_eq!(ok.result, PutResult::Ok as i32);
+    assert!(ok.revision > 0);
     cluster.shutdown().await;
 }
 
@@ -105,35 +114,57 @@ async fn a_wait_that_times_out_stays_queued() {
         client.grant(ttl).await.expect("grant").id,
         client.grant(ttl).await.expect("grant").id,
     );
-    client
-        .lock("m", a, false, Duration::ZERO)
-        .await
-        .expect("lock");
+    held(
+        client
+            .lock("m", a, false, Duration::ZERO)
+            .await
+            .expect("lock"),
+    );
     let queued = client
         .lock("m", b, true, Duration::from_millis(200))
         .await
         .expect("lock");
-    assert_eq!(queued.result, LockResult::Queued as i32);
-    assert_eq!((queued.holder_lease, queued.queue_position), (a, 1));
-    let busy = client
-        .lock("m", a + b + 100, false, Duration::ZERO)
-        .await
-        .expect("lock");
-    assert_eq!(busy.result, LockResult::LeaseNotFound as i32);
-
-    client.revoke(a).await.expect("revoke");
-    let status = client.lock_status("m").await.expect("status");
     assert_eq!(
-        status.holder_lease, b,
-        "the queued lease got the lock in turn"
+        queued,
+        LockOutcome::Queued {
+            holder_lease: a,
+            position: 1
+        }
     );
+    let c = client.grant(ttl).await.expect("grant").id;
+    let busy = client.lock("m", c, false, Duration::ZERO).await;
+    assert_eq!(busy.ok(), Some(LockOutcome::Busy { holder_lease: a }));
+    let missing = client.lock("m", a + b + 100, false, Duration::ZERO).await;
+    assert!(
+        matches!(missing, Err(Error::LeaseNotFound { id }) if id == a + b + 100),
+        "{missing:?}"
+    );
+
+    assert!(matches!(
+        client.revoke(a).await.expect("revoke"),
+        zaris_client::Revocation::Revoked { .. }
+    ));
+    let status = client.lock_status("m").await.expect("status");
+    let holder = status
+        .holder
+        .expect("the queued lease got the lock in turn");
+    assert_eq!(holder.lease, b, "the queued lease got the lock in turn");
     let again = client
         .lock("m", b, true, Duration::from_secs(1))
         .await
         .expect("lock");
     assert_eq!(
-        (again.result, again.token),
-        (LockResult::Held as i32, status.token)
+        again,
+        LockOutcome::Held {
+            token: holder.token
+        }
+    );
+    assert_eq!(
+        status.holder,
+        Some(LockHolder {
+            lease: b,
+            token: holder.token
+        })
     );
     cluster.shutdown().await;
 }

@@ -198,12 +198,12 @@ async fn put(client: &Client, key: &str, value: &str) -> u64 {
 
 async fn put_with(client: &Client, key: &str, value: &str, options: PutOptions) -> u64 {
     let response = client.put(key, value, options).await.expect("put");
-    response.header.map_or(0, |h| h.revision)
+    response.revision
 }
 
 async fn delete(client: &Client, key: &str, options: DeleteOptions) -> u64 {
     let response = client.delete(key, options).await.expect("delete");
-    response.header.map_or(0, |h| h.revision)
+    response.revision
 }
 
 fn cancel_reason(response: &WatchResponse) -> WatchCancelReason {
@@ -373,7 +373,10 @@ async fn a_revoked_or_expired_lease_yields_revoke_and_expire_events_with_its_id(
         ..PutOptions::default()
     };
     let put_revision = put_with(&client, "lease/revoked", "v", bound).await;
-    client.revoke(revoked.id).await.expect("revoke");
+    assert!(matches!(
+        client.revoke(revoked.id).await.expect("revoke"),
+        zaris_client::Revocation::Revoked { .. }
+    ));
 
     let events = stream.events(1, 2).await;
     assert_eq!(events[0].r#type(), EventType::Put);

@@ -64,7 +64,7 @@ impl Cli {
             ),
             Err(err) => bail!(
                 "resigning from {name} failed: {}; leadership ends with lease {}",
-                out::describe_error(&err, &self.client.endpoints()),
+                self.describe(&err),
                 lease.id()
             ),
         }
@@ -116,10 +116,10 @@ impl Cli {
             }
             _ = signals.recv() => {}
         }
-        lease.revoke().await.map_err(|e| {
+        let _revocation = lease.revoke().await.map_err(|e| {
             anyhow!(
                 "leaving {group} failed: {}; {member} leaves when lease {} expires",
-                out::describe_error(&e, &self.client.endpoints()),
+                self.describe(&e),
                 lease.id()
             )
         })?;

@@ -89,8 +89,11 @@ impl Cli {
             return Ok(guard);
         }
         let holder = match self.client.lock_status(name).await {
-            Ok(status) if status.held => format!(" (held by lease {})", status.holder_lease),
-            _ => String::new(),
+            Ok(status) => status
+                .holder
+                .map(|holder| format!(" (held by lease {})", holder.lease))
+                .unwrap_or_default(),
+            Err(_) => String::new(),
         };
         bail!(
             "lock {name} was not acquired within {}{holder}",
@@ -217,7 +220,7 @@ impl Cli {
             ))),
             err => anyhow!(
                 "releasing lock {name} failed: {}; it is released when lease {} ends",
-                out::describe_error(&err, &self.client.endpoints()),
+                self.describe(&err),
                 lease.id()
             ),
         })
@@ -239,11 +242,11 @@ impl Cli {
                 }
             },
         };
-        if let Err(err) = revoked {
+        if let Err(err) = revoked.map(drop) {
             eprintln!(
                 "warning: revoking lease {} failed: {}; it ends after its TTL",
                 lease.id(),
-                out::describe_error(&err, &self.client.endpoints())
+                self.describe(&err)
             );
         }
     }

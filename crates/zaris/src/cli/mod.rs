@@ -28,10 +28,8 @@ use anyhow::{Result, anyhow, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 use tokio::time::Instant;
-use zaris_client::proto::{Compare, DeleteResult, Guard, PutResult, RevokeResult, TxnOp};
-use zaris_client::{
-    Client, ClientOptions, DEFAULT_REQUEST_TIMEOUT, DeleteOptions, PutOptions, RangeOptions,
-};
+use zaris_client::proto::{Compare, Guard, TxnOp};
+use zaris_client::{Client, ClientOptions, DeleteOptions, PutOptions, RangeOptions, Revocation};
 
 use self::duration::{format_ms, parse_duration};
 use self::output as out;
@@ -361,29 +359,35 @@ pub enum LeaseCmd {
     List,
 }
 
+impl Command {
+    /// True for the commands that only read: a failure of theirs changes nothing, so it is
+    /// never reported as "may or may not have taken effect".
+    fn is_read_only(&self) -> bool {
+        match self {
+            Command::Status
+            | Command::Get { .. }
+            | Command::Watch(_)
+            | Command::Member(MemberCmd::List)
+            | Command::Lease(LeaseCmd::Ttl { .. } | LeaseCmd::List)
+            | Command::Presence(PresenceCmd::List { .. } | PresenceCmd::Watch { .. }) => true,
+            Command::Elect(args) => args.listen,
+            _ => false,
+        }
+    }
+}
+
 /// Runs one client subcommand. The error, if any, is one line meant to be printed after
 /// "error: ".
 pub async fn run(global: GlobalOpts, command: Command) -> Result<()> {
-    // Adding a member with promotion waits for the learner to catch up: one attempt may take
-    // the whole budget. Everything else retries elsewhere after at most the default limit.
-    let long_call = matches!(
-        command,
-        Command::Member(MemberCmd::Add { learner: false, .. })
-    );
-    let request_timeout = if long_call {
-        global.timeout
-    } else {
-        global.timeout.min(DEFAULT_REQUEST_TIMEOUT)
-    };
-    let options = ClientOptions::default()
-        .with_request_timeout(request_timeout)
-        .with_retry_deadline(global.timeout);
-    let client = Client::connect_with(global.endpoints.iter().map(String::as_str), options)
-        .await
+    let options = ClientOptions::default().with_timeout(global.timeout);
+    // Lazy: a command run while the cluster starts waits for it (up to --timeout), as every
+    // call retries; a cluster that never answers is reported by the call itself.
+    let client = Client::lazy(global.endpoints.iter().map(String::as_str), options)
         .map_err(|err| anyhow!("{err}"))?;
     let cli = Cli {
         client,
         format: global.output,
+        read_only: command.is_read_only(),
     };
     match command {
         Command::Status => cli.status().await,
@@ -422,6 +426,8 @@ pub async fn run(global: GlobalOpts, command: Command) -> Result<()> {
 struct Cli {
     client: Client,
     format: OutputFormat,
+    /// The command changes nothing, so a failure never leaves its outcome in doubt.
+    read_only: bool,
 }
 
 impl Cli {
@@ -435,7 +441,11 @@ impl Cli {
 
     /// Turns a client error into the one-line message `main` prints.
     fn fail(&self, err: &zaris_client::Error) -> anyhow::Error {
-        anyhow!("{}", out::describe_error(err, &self.client.endpoints()))
+        anyhow!("{}", self.describe(err))
+    }
+
+    fn describe(&self, err: &zaris_client::Error) -> String {
+        out::describe_error(err, &self.client.endpoints(), self.read_only)
     }
 
     async fn status(&self) -> Result<()> {
@@ -448,8 +458,8 @@ impl Cli {
         match cmd {
             MemberCmd::List => {
                 let list = self.client.member_list().await.map_err(|e| self.fail(&e))?;
-                self.emit(&out::members_json(&list.members), || {
-                    out::members_table(&list.members, 0)
+                self.emit(&out::members_json(&list), || {
+                    out::members_table(&list, None)
                 });
             }
             MemberCmd::Add {
@@ -463,10 +473,10 @@ impl Cli {
                     .await
                     .map_err(|e| self.fail(&e))?;
                 let role = if learner { "learner" } else { "voter" };
-                self.emit(&out::members_json(&added.members), || {
+                self.emit(&out::members_json(&added), || {
                     format!(
                         "added member {id} at {address} as {role}\n\n{}",
-                        out::members_table(&added.members, 0)
+                        out::members_table(&added, None)
                     )
                 });
             }
@@ -476,10 +486,10 @@ impl Cli {
                     .member_promote(id)
                     .await
                     .map_err(|e| self.fail(&e))?;
-                self.emit(&out::members_json(&promoted.members), || {
+                self.emit(&out::members_json(&promoted), || {
                     format!(
                         "member {id} is a voter\n\n{}",
-                        out::members_table(&promoted.members, 0)
+                        out::members_table(&promoted, None)
                     )
                 });
             }
@@ -489,10 +499,10 @@ impl Cli {
                     .member_remove(id)
                     .await
                     .map_err(|e| self.fail(&e))?;
-                self.emit(&out::members_json(&removed.members), || {
+                self.emit(&out::members_json(&removed), || {
                     format!(
                         "removed member {id}\n\n{}",
-                        out::members_table(&removed.members, 0)
+                        out::members_table(&removed, None)
                     )
                 });
             }
@@ -522,7 +532,7 @@ impl Cli {
             {
                 Some(grant) => grant,
                 None => {
-                    self.emit(&json!({ "id": id, "result": "id_in_use" }), String::new);
+                    self.emit_json_only(&json!({ "id": id, "result": "id_in_use" }));
                     bail!(
                         "lease id {id} is in use or was used before (lease ids are never reused); \
                          choose a higher id, or let the server choose"
@@ -594,7 +604,7 @@ impl Cli {
                 Err(err) => {
                     eprintln!(
                         "warning: renewing lease {id} failed: {}",
-                        out::describe_error(&err, &self.client.endpoints())
+                        self.describe(&err)
                     );
                     Instant::now() + RETRY_AFTER_FAILURE
                 }
@@ -607,24 +617,15 @@ impl Cli {
     }
 
     async fn lease_revoke(&self, id: u64) -> Result<()> {
-        let revoked = self.client.revoke(id).await.map_err(|e| self.fail(&e))?;
-        let result = out::revoke_result_name(revoked.result);
-        let json = json!({ "id": id, "result": result });
-        match revoked.result() {
-            RevokeResult::Revoked => {
+        match self.client.revoke(id).await.map_err(|e| self.fail(&e))? {
+            Revocation::Revoked { revision } => {
+                let json = json!({ "id": id, "result": "revoked", "revision": revision });
                 self.emit(&json, || format!("lease {id} revoked"));
                 Ok(())
             }
-            RevokeResult::NotFound => {
-                self.emit_json_only(&json);
+            Revocation::NotFound => {
+                self.emit_json_only(&json!({ "id": id, "result": "not_found" }));
                 bail!("lease {id} not found")
-            }
-            RevokeResult::Unspecified => {
-                self.emit_json_only(&json);
-                bail!(
-                    "the server answered revoke with an unknown result ({})",
-                    revoked.result
-                )
             }
         }
     }
@@ -635,11 +636,11 @@ impl Cli {
             .time_to_live(id, keys)
             .await
             .map_err(|e| self.fail(&e))?;
-        if !ttl.found {
-            self.emit_json_only(&out::time_to_live_json(&ttl, id));
+        let Some(ttl) = ttl else {
+            self.emit_json_only(&out::time_to_live_json(None, id));
             bail!("lease {id} not found");
-        }
-        self.emit(&out::time_to_live_json(&ttl, id), || {
+        };
+        self.emit(&out::time_to_live_json(Some(&ttl), id), || {
             out::time_to_live_text(&ttl, keys)
         });
         Ok(())
@@ -678,35 +679,18 @@ impl Cli {
             prev_kv,
             guard: None,
         };
-        let put = self
-            .client
-            .put(key, value, options)
-            .await
-            .map_err(|e| self.fail(&e))?;
-        let json = out::put_json(&put, prev_kv);
-        match put.result() {
-            PutResult::Ok => {
-                self.emit(&json, || out::put_text(&put, prev_kv));
+        match self.client.put(key, value, options).await {
+            Ok(put) => {
+                self.emit(&out::put_json(&put, prev_kv), || {
+                    out::put_text(&put, prev_kv)
+                });
                 Ok(())
             }
-            PutResult::LeaseNotFound => {
-                self.emit_json_only(&json);
-                bail!(
-                    "lease {} not found; nothing was written",
-                    lease.unwrap_or(0)
-                )
+            Err(err @ zaris_client::Error::LeaseNotFound { .. }) => {
+                self.emit_json_only(&json!({ "result": "lease_not_found" }));
+                Err(self.fail(&err))
             }
-            PutResult::GuardFailed => {
-                self.emit_json_only(&json);
-                bail!("guard failed: the lock is not held with that token; nothing was written")
-            }
-            PutResult::Unspecified => {
-                self.emit_json_only(&json);
-                bail!(
-                    "the server answered put with an unknown result ({})",
-                    put.result
-                )
-            }
+            Err(err) => Err(self.fail(&err)),
         }
     }
 
@@ -739,24 +723,8 @@ impl Cli {
             .delete(key, options)
             .await
             .map_err(|e| self.fail(&e))?;
-        let json = out::delete_json(&deleted);
-        match deleted.result() {
-            DeleteResult::Ok => {
-                self.emit(&json, || out::delete_text(&deleted));
-                Ok(())
-            }
-            DeleteResult::GuardFailed => {
-                self.emit_json_only(&json);
-                bail!("guard failed: the lock is not held with that token; nothing was deleted")
-            }
-            DeleteResult::Unspecified => {
-                self.emit_json_only(&json);
-                bail!(
-                    "the server answered delete with an unknown result ({})",
-                    deleted.result
-                )
-            }
-        }
+        self.emit(&out::delete_json(&deleted), || out::delete_text(&deleted));
+        Ok(())
     }
 
     /// In JSON mode, prints `json` (a domain failure still gets its one object); in table mode

@@ -3,60 +3,26 @@
 
 use serde_json::{Value, json};
 use zaris_client::proto::txn_op_response::Response as OpResponse;
-use zaris_client::proto::{
-    DeleteRangeResponse, ErrorCode, KeyValue, LeaseSummary, LeaseTimeToLiveResponse, Member,
-    MemberKind, NodeRole, PutResponse, PutResult, RangeResponse, ResponseHeader, RevokeResult,
-    StatusResponse, TxnResponse, TxnResult,
-};
+use zaris_client::proto::{ErrorCode, PutResult};
 use zaris_client::{
-    EventKind, ExpiredReason, Incumbent, Member as PresenceMember, PresenceEvent, WatchEvent,
+    ClusterMember, Deleted, EventKind, ExpiredReason, Incumbent, KeyValue, LeaseInfo, LeaseSummary,
+    Member as PresenceMember, NodeStatus, PresenceEvent, Range, TxnOutcome, WatchEvent, Written,
 };
 
 use super::duration::format_ms;
-
-/// The revision a response reflects (0 if it came without a header).
-pub(crate) fn revision(header: Option<&ResponseHeader>) -> u64 {
-    header.map_or(0, |header| header.revision)
-}
 
 /// Bytes as text for display; invalid UTF-8 is replaced, not rejected.
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-pub(crate) fn role_name(role: i32) -> &'static str {
-    match NodeRole::try_from(role) {
-        Ok(NodeRole::Leader) => "leader",
-        Ok(NodeRole::Follower) => "follower",
-        Ok(NodeRole::Candidate) => "candidate",
-        Ok(NodeRole::Learner) => "learner",
-        Ok(NodeRole::Shutdown) => "shutdown",
-        Ok(NodeRole::Unspecified) | Err(_) => "unknown",
-    }
-}
-
-pub(crate) fn kind_name(kind: i32) -> &'static str {
-    match MemberKind::try_from(kind) {
-        Ok(MemberKind::Voter) => "voter",
-        Ok(MemberKind::Learner) => "learner",
-        Ok(MemberKind::Unspecified) | Err(_) => "unknown",
-    }
-}
-
+/// The result of a Put inside a transaction (nested responses keep the wire's result value).
 pub(crate) fn put_result_name(result: i32) -> &'static str {
     match PutResult::try_from(result) {
         Ok(PutResult::Ok) => "ok",
         Ok(PutResult::GuardFailed) => "guard_failed",
         Ok(PutResult::LeaseNotFound) => "lease_not_found",
         Ok(PutResult::Unspecified) | Err(_) => "unknown",
-    }
-}
-
-pub(crate) fn revoke_result_name(result: i32) -> &'static str {
-    match RevokeResult::try_from(result) {
-        Ok(RevokeResult::Revoked) => "revoked",
-        Ok(RevokeResult::NotFound) => "not_found",
-        Ok(RevokeResult::Unspecified) | Err(_) => "unknown",
     }
 }
 
@@ -88,61 +54,83 @@ pub(crate) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     lines.join("\n")
 }
 
-pub(crate) fn member_json(member: &Member) -> Value {
-    json!({
+/// A member; `matched_index` only where the answer came from the Raft leader (it alone knows).
+pub(crate) fn member_json(member: &ClusterMember) -> Value {
+    let mut value = json!({
         "id": member.id,
         "address": member.address,
-        "kind": kind_name(member.kind),
-    })
+        "kind": member.kind.as_str(),
+    });
+    if let Some(matched_index) = member.matched_index {
+        value["matched_index"] = json!(matched_index);
+    }
+    value
 }
 
-pub(crate) fn members_json(members: &[Member]) -> Value {
+pub(crate) fn members_json(members: &[ClusterMember]) -> Value {
     json!({ "members": members.iter().map(member_json).collect::<Vec<_>>() })
 }
 
-pub(crate) fn members_table(members: &[Member], raft_leader_id: u64) -> String {
+/// The members; a MATCHED column (the Raft leader's replication progress of each member) when
+/// the answer came from the leader.
+pub(crate) fn members_table(members: &[ClusterMember], raft_leader_id: Option<u64>) -> String {
+    let with_matched = members.iter().any(|m| m.matched_index.is_some());
     let rows: Vec<Vec<String>> = members
         .iter()
         .map(|m| {
-            let mut kind = kind_name(m.kind).to_owned();
-            if m.id == raft_leader_id && raft_leader_id != 0 {
+            let mut kind = m.kind.as_str().to_owned();
+            if Some(m.id) == raft_leader_id {
                 kind.push_str(" (Raft leader)");
             }
-            vec![m.id.to_string(), m.address.clone(), kind]
+            let mut row = vec![m.id.to_string(), m.address.clone(), kind];
+            if with_matched {
+                row.push(m.matched_index.map_or("-".to_owned(), |i| i.to_string()));
+            }
+            row
         })
         .collect();
-    table(&["ID", "ADDRESS", "KIND"], &rows)
+    if with_matched {
+        table(&["ID", "ADDRESS", "KIND", "MATCHED"], &rows)
+    } else {
+        table(&["ID", "ADDRESS", "KIND"], &rows)
+    }
 }
 
-pub(crate) fn status_json(status: &StatusResponse) -> Value {
+pub(crate) fn status_json(status: &NodeStatus) -> Value {
     json!({
         "member_id": status.member_id,
-        "leader": status.raft_leader_id,
+        "leader": status.raft_leader_id.unwrap_or(0),
         "term": status.raft_term,
-        "role": role_name(status.role),
+        "role": status.role.as_str(),
         "commit_index": status.commit_index,
         "applied_index": status.applied_index,
-        "revision": revision(status.header.as_ref()),
+        "revision": status.revision,
         "server_version": status.server_version,
         "members": status.members.iter().map(member_json).collect::<Vec<_>>(),
     })
 }
 
-pub(crate) fn status_text(status: &StatusResponse) -> String {
+pub(crate) fn status_text(status: &NodeStatus) -> String {
     let raft_leader = match status.raft_leader_id {
-        0 => "none known".to_owned(),
-        id => id.to_string(),
+        None => "none known".to_owned(),
+        Some(id) => id.to_string(),
+    };
+    let is_member = status.members.iter().any(|m| m.id == status.member_id);
+    // A node that was removed, or is still joining, is not a member of the membership it
+    // knows: say so rather than call it "member N".
+    let who = if is_member {
+        format!("member {} ({})", status.member_id, status.role.as_str())
+    } else {
+        format!("node {} (not a member)", status.member_id)
     };
     format!(
-        "member {} ({}), Raft leader {}, term {}\n\
+        "{who}, Raft leader {}, term {}\n\
          commit index {}, applied index {}, revision {}, server {}\n\n{}",
-        status.member_id,
-        role_name(status.role),
         raft_leader,
         status.raft_term,
         status.commit_index,
         status.applied_index,
-        revision(status.header.as_ref()),
+        status.revision,
         if status.server_version.is_empty() {
             "?"
         } else {
@@ -163,7 +151,7 @@ pub(crate) fn kv_json(kv: &KeyValue) -> Value {
     })
 }
 
-pub(crate) fn range_json(range: &RangeResponse) -> Value {
+pub(crate) fn range_json(range: &Range) -> Value {
     json!({
         "kvs": range.kvs.iter().map(kv_json).collect::<Vec<_>>(),
         "count": range.count,
@@ -171,9 +159,12 @@ pub(crate) fn range_json(range: &RangeResponse) -> Value {
     })
 }
 
-pub(crate) fn range_text(range: &RangeResponse) -> String {
-    let rows: Vec<Vec<String>> = range
-        .kvs
+pub(crate) fn range_text(range: &Range) -> String {
+    kvs_text(&range.kvs, range.more, range.count)
+}
+
+fn kvs_text(kvs: &[KeyValue], more: bool, count: u64) -> String {
+    let rows: Vec<Vec<String>> = kvs
         .iter()
         .map(|kv| {
             vec![
@@ -189,20 +180,19 @@ pub(crate) fn range_text(range: &RangeResponse) -> String {
         })
         .collect();
     let mut out = table(&["KEY", "VALUE", "LEASE", "MOD_REV", "VERSION"], &rows);
-    if range.more {
+    if more {
         out.push_str(&format!(
-            "\n({} of {} keys shown; use --limit to see more)",
-            range.kvs.len(),
-            range.count
+            "\n({} of {count} keys shown; use --limit to see more)",
+            kvs.len(),
         ));
     }
     out
 }
 
-pub(crate) fn put_json(put: &PutResponse, with_prev: bool) -> Value {
+pub(crate) fn put_json(put: &Written, with_prev: bool) -> Value {
     let mut value = json!({
-        "revision": revision(put.header.as_ref()),
-        "result": put_result_name(put.result),
+        "revision": put.revision,
+        "result": "ok",
     });
     if with_prev {
         value["prev_kv"] = put.prev_kv.as_ref().map_or(Value::Null, kv_json);
@@ -210,8 +200,8 @@ pub(crate) fn put_json(put: &PutResponse, with_prev: bool) -> Value {
     value
 }
 
-pub(crate) fn put_text(put: &PutResponse, with_prev: bool) -> String {
-    let mut out = format!("OK (revision {})", revision(put.header.as_ref()));
+pub(crate) fn put_text(put: &Written, with_prev: bool) -> String {
+    let mut out = format!("OK (revision {})", put.revision);
     if with_prev {
         match &put.prev_kv {
             Some(prev) => out.push_str(&format!("\nprevious value: {}", text(&prev.value))),
@@ -221,19 +211,18 @@ pub(crate) fn put_text(put: &PutResponse, with_prev: bool) -> String {
     out
 }
 
-pub(crate) fn delete_json(delete: &DeleteRangeResponse) -> Value {
+pub(crate) fn delete_json(delete: &Deleted) -> Value {
     json!({
         "deleted": delete.deleted,
-        "revision": revision(delete.header.as_ref()),
+        "revision": delete.revision,
     })
 }
 
-pub(crate) fn delete_text(delete: &DeleteRangeResponse) -> String {
+pub(crate) fn delete_text(delete: &Deleted) -> String {
     let noun = if delete.deleted == 1 { "key" } else { "keys" };
     format!(
         "deleted {} {noun} (revision {})",
-        delete.deleted,
-        revision(delete.header.as_ref())
+        delete.deleted, delete.revision
     )
 }
 
@@ -241,10 +230,10 @@ pub(crate) fn grant_json(id: u64, ttl_ms: u64) -> Value {
     json!({ "id": id, "ttl_ms": ttl_ms })
 }
 
-pub(crate) fn time_to_live_json(ttl: &LeaseTimeToLiveResponse, id: u64) -> Value {
-    if !ttl.found {
+pub(crate) fn time_to_live_json(ttl: Option<&LeaseInfo>, id: u64) -> Value {
+    let Some(ttl) = ttl else {
         return json!({ "id": id, "found": false });
-    }
+    };
     json!({
         "id": ttl.id,
         "found": true,
@@ -259,7 +248,7 @@ pub(crate) fn time_to_live_json(ttl: &LeaseTimeToLiveResponse, id: u64) -> Value
     })
 }
 
-pub(crate) fn time_to_live_text(ttl: &LeaseTimeToLiveResponse, with_keys: bool) -> String {
+pub(crate) fn time_to_live_text(ttl: &LeaseInfo, with_keys: bool) -> String {
     let mut out = format!(
         "lease {}: TTL {}, remaining {}, granted at revision {}, renewed at revision {}",
         ttl.id,
@@ -326,16 +315,6 @@ pub(crate) fn leases_text(leases: &[LeaseSummary]) -> String {
         })
         .collect();
     table(&["ID", "TTL", "REMAINING", "KEYS", "LOCKS"], &rows)
-}
-
-pub(crate) fn txn_result_name(result: i32) -> &'static str {
-    match TxnResult::try_from(result) {
-        Ok(TxnResult::CompareSucceeded) => "succeeded",
-        Ok(TxnResult::CompareFailed) => "failed",
-        Ok(TxnResult::GuardFailed) => "guard_failed",
-        Ok(TxnResult::LeaseNotFound) => "lease_not_found",
-        Ok(TxnResult::Unspecified) | Err(_) => "unknown",
-    }
 }
 
 /// How a lease ended, as the tail of "lease N ...".
@@ -558,9 +537,10 @@ fn txn_op_json(response: &OpResponse) -> Value {
     }
 }
 
-/// `zaris txn`: the branch that ran (`result`: succeeded, failed, guard_failed,
-/// lease_not_found) and one entry per operation of that branch.
-pub(crate) fn txn_json(txn: &TxnResponse) -> Value {
+/// `zaris txn`: the branch that ran (`result`: succeeded or failed) and one entry per operation
+/// of that branch. (A refused transaction, guard_failed or lease_not_found, is printed by the
+/// command as `{"result": ...}` alone.)
+pub(crate) fn txn_json(txn: &TxnOutcome) -> Value {
     let responses: Vec<Value> = txn
         .responses
         .iter()
@@ -571,19 +551,19 @@ pub(crate) fn txn_json(txn: &TxnResponse) -> Value {
         })
         .collect();
     json!({
-        "result": txn_result_name(txn.result),
-        "revision": revision(txn.header.as_ref()),
+        "result": if txn.succeeded { "succeeded" } else { "failed" },
+        "revision": txn.revision,
         "responses": responses,
     })
 }
 
-pub(crate) fn txn_text(txn: &TxnResponse) -> String {
-    let branch = match TxnResult::try_from(txn.result) {
-        Ok(TxnResult::CompareSucceeded) => "succeeded: the --then operations ran".to_owned(),
-        Ok(TxnResult::CompareFailed) => "failed: the --else operations ran".to_owned(),
-        _ => txn_result_name(txn.result).to_owned(),
+pub(crate) fn txn_text(txn: &TxnOutcome) -> String {
+    let branch = if txn.succeeded {
+        "succeeded: the --then operations ran"
+    } else {
+        "failed: the --else operations ran"
     };
-    let mut out = format!("{branch} (revision {})", revision(txn.header.as_ref()));
+    let mut out = format!("{branch} (revision {})", txn.revision);
     for op in &txn.responses {
         out.push('\n');
         match &op.response {
@@ -597,7 +577,7 @@ pub(crate) fn txn_text(txn: &TxnResponse) -> String {
             Some(OpResponse::Range(range)) if range.kvs.is_empty() => out.push_str("get: no keys"),
             Some(OpResponse::Range(range)) => {
                 out.push_str("get:\n");
-                out.push_str(&range_text(range));
+                out.push_str(&kvs_text(&range.kvs, range.more, range.count));
             }
             None => out.push_str("unknown operation result"),
         }
@@ -607,10 +587,16 @@ pub(crate) fn txn_text(txn: &TxnResponse) -> String {
 
 /// One line describing a client error for people, saying whether the operation may have
 /// happened when that is in doubt. `endpoints` are the endpoints the client tried.
-pub(crate) fn describe_error(err: &zaris_client::Error, endpoints: &[String]) -> String {
+///
+/// `read_only`: the command changes nothing, so its outcome is never in doubt.
+pub(crate) fn describe_error(
+    err: &zaris_client::Error,
+    endpoints: &[String],
+    read_only: bool,
+) -> String {
     use zaris_client::Error;
 
-    let unknown_outcome = if err.is_definite() {
+    let unknown_outcome = if err.is_definite() || read_only {
         ""
     } else {
         "; the outcome is unknown: it may or may not have taken effect"
@@ -689,31 +675,25 @@ mod tests {
 
     use super::*;
 
-    fn header(revision: u64) -> Option<ResponseHeader> {
-        Some(ResponseHeader {
-            cluster_id: 1,
-            member_id: 1,
-            revision,
-            raft_term: 2,
-        })
-    }
+    use zaris_client::proto::{DeleteRangeResponse, PutResponse, RangeResponse};
+    use zaris_client::{MemberKind, Role};
 
-    fn member(id: u64, kind: MemberKind) -> Member {
-        Member {
+    fn member(id: u64, kind: MemberKind) -> ClusterMember {
+        ClusterMember {
             id,
             address: format!("127.0.0.1:700{id}"),
-            kind: kind.into(),
-            matched_index: 0,
+            kind,
+            matched_index: None,
         }
     }
 
     #[test]
     fn status_json_has_the_documented_shape() {
-        let status = StatusResponse {
-            header: header(12),
+        let status = NodeStatus {
+            revision: 12,
             member_id: 1,
-            role: NodeRole::Leader.into(),
-            raft_leader_id: 1,
+            role: Role::Leader,
+            raft_leader_id: Some(1),
             raft_term: 3,
             commit_index: 12,
             applied_index: 11,
@@ -742,12 +722,46 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("voter (Raft leader)"), "{text}");
+
+        // A node outside the membership it knows (removed, or still joining) says so.
+        let removed = NodeStatus {
+            member_id: 9,
+            role: Role::Learner,
+            ..status
+        };
+        assert!(
+            status_text(&removed).starts_with("node 9 (not a member), Raft leader 1"),
+            "{}",
+            status_text(&removed)
+        );
+    }
+
+    #[test]
+    fn member_list_from_the_leader_shows_how_far_each_member_has_caught_up() {
+        let members = [
+            ClusterMember {
+                matched_index: Some(40),
+                ..member(1, MemberKind::Voter)
+            },
+            ClusterMember {
+                matched_index: Some(12),
+                ..member(4, MemberKind::Learner)
+            },
+        ];
+        let text = members_table(&members, Some(1));
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .map(|line| line.split_whitespace().collect())
+            .collect();
+        assert_eq!(rows[0], ["ID", "ADDRESS", "KIND", "MATCHED"], "{text}");
+        assert_eq!(rows[2], ["4", "127.0.0.1:7004", "learner", "12"], "{text}");
+        assert_eq!(members_json(&members)["members"][1]["matched_index"], 12);
     }
 
     #[test]
     fn range_json_decodes_keys_and_values_lossily() {
-        let range = RangeResponse {
-            header: header(9),
+        let range = Range {
+            revision: 9,
             kvs: vec![
                 KeyValue {
                     key: b"a".to_vec(),
@@ -796,30 +810,27 @@ mod tests {
 
     #[test]
     fn put_and_delete_json() {
-        let put = PutResponse {
-            header: header(10),
-            result: PutResult::GuardFailed.into(),
+        let put = Written {
+            revision: 10,
             prev_kv: None,
         };
         assert_eq!(
             put_json(&put, false),
-            json!({"revision": 10, "result": "guard_failed"})
+            json!({"revision": 10, "result": "ok"})
         );
         assert_eq!(
             put_json(&put, true),
-            json!({"revision": 10, "result": "guard_failed", "prev_kv": null})
+            json!({"revision": 10, "result": "ok", "prev_kv": null})
         );
-        let put = PutResponse {
-            result: PutResult::LeaseNotFound.into(),
-            ..put
-        };
-        assert_eq!(put_json(&put, false)["result"], "lease_not_found");
-        let put = PutResponse { result: 99, ..put };
-        assert_eq!(put_json(&put, false)["result"], "unknown");
+        assert_eq!(put_text(&put, true), "OK (revision 10)\nno previous value");
+        assert_eq!(
+            put_result_name(PutResult::LeaseNotFound.into()),
+            "lease_not_found"
+        );
+        assert_eq!(put_result_name(99), "unknown");
 
-        let delete = DeleteRangeResponse {
-            header: header(11),
-            result: 1,
+        let delete = Deleted {
+            revision: 11,
             deleted: 2,
             prev_kvs: Vec::new(),
         };
@@ -830,9 +841,8 @@ mod tests {
     #[test]
     fn lease_json_shapes() {
         assert_eq!(grant_json(7, 10_000), json!({"id": 7, "ttl_ms": 10_000}));
-        let ttl = LeaseTimeToLiveResponse {
-            header: header(5),
-            found: true,
+        let ttl = LeaseInfo {
+            revision: 5,
             id: 7,
             ttl_ms: 10_000,
             remaining_ttl_ms: 8_200,
@@ -843,7 +853,7 @@ mod tests {
             locks_held: vec!["db".into()],
             locks_waiting: Vec::new(),
         };
-        let value = time_to_live_json(&ttl, 7);
+        let value = time_to_live_json(Some(&ttl), 7);
         assert_eq!(value["id"], 7);
         assert_eq!(value["found"], true);
         assert_eq!(value["ttl_ms"], 10_000);
@@ -858,11 +868,7 @@ mod tests {
         assert!(text.contains("keys: svc/a"), "{text}");
         assert!(text.contains("locks held: db"), "{text}");
 
-        let missing = LeaseTimeToLiveResponse::default();
-        assert_eq!(
-            time_to_live_json(&missing, 9),
-            json!({"id": 9, "found": false})
-        );
+        assert_eq!(time_to_live_json(None, 9), json!({"id": 9, "found": false}));
 
         let leases = [LeaseSummary {
             id: 7,
@@ -877,11 +883,6 @@ mod tests {
                                "key_count": 1, "lock_count": 0}]})
         );
         assert_eq!(leases_text(&[]), "no leases");
-        assert_eq!(
-            revoke_result_name(RevokeResult::NotFound.into()),
-            "not_found"
-        );
-        assert_eq!(revoke_result_name(RevokeResult::Revoked.into()), "revoked");
     }
 
     #[test]
@@ -891,7 +892,7 @@ mod tests {
             requested: 1,
             compact_revision: 40,
         };
-        let text = describe_error(&compacted, &endpoints);
+        let text = describe_error(&compacted, &endpoints, true);
         assert_eq!(
             text,
             "watch from revision 1 is no longer possible: history starts at revision 40; \
@@ -902,7 +903,7 @@ mod tests {
             reason: "it was revoked".into(),
         };
         assert_eq!(
-            describe_error(&lost, &endpoints),
+            describe_error(&lost, &endpoints, false),
             "lease 7 is no longer valid (it was revoked)"
         );
     }
@@ -1075,9 +1076,9 @@ mod tests {
         let op = |response| TxnOpResponse {
             response: Some(response),
         };
-        let txn = TxnResponse {
-            header: header(21),
-            result: TxnResult::CompareSucceeded.into(),
+        let txn = TxnOutcome {
+            revision: 21,
+            succeeded: true,
             responses: vec![
                 op(OpResponse::Put(PutResponse {
                     result: PutResult::Ok.into(),
@@ -1112,8 +1113,8 @@ mod tests {
             ),
             "{text}"
         );
-        let failed = TxnResponse {
-            result: TxnResult::CompareFailed.into(),
+        let failed = TxnOutcome {
+            succeeded: false,
             responses: Vec::new(),
             ..txn
         };
@@ -1121,14 +1122,6 @@ mod tests {
         assert_eq!(
             txn_text(&failed),
             "failed: the --else operations ran (revision 21)"
-        );
-        assert_eq!(
-            txn_result_name(TxnResult::GuardFailed.into()),
-            "guard_failed"
-        );
-        assert_eq!(
-            txn_result_name(TxnResult::LeaseNotFound.into()),
-            "lease_not_found"
         );
     }
 
@@ -1171,11 +1164,16 @@ mod tests {
             "leadership lost before the entry committed",
         );
         let err = Error::from(RpcError::from_status(&lost.into_status(), "127.0.0.1:7001"));
-        let text = describe_error(&err, &endpoints);
+        let text = describe_error(&err, &endpoints, false);
         assert_eq!(
             text,
             "leadership lost before the entry committed (LEADERSHIP_LOST, from 127.0.0.1:7001); \
              the outcome is unknown: it may or may not have taken effect"
+        );
+        // A read changes nothing: its failure never leaves anything in doubt.
+        assert_eq!(
+            describe_error(&err, &endpoints, true),
+            "leadership lost before the entry committed (LEADERSHIP_LOST, from 127.0.0.1:7001)"
         );
 
         let ttl = ErrorDetail::new(
@@ -1185,7 +1183,7 @@ mod tests {
         );
         let err = Error::from(RpcError::from_status(&ttl.into_status(), "127.0.0.1:7001"));
         assert_eq!(
-            describe_error(&err, &endpoints),
+            describe_error(&err, &endpoints, false),
             "ttl_ms 10 is below min_ttl_ms 2000 (TTL_OUT_OF_RANGE, from 127.0.0.1:7001)"
         );
 
@@ -1203,7 +1201,7 @@ mod tests {
             ))),
             outcome: Outcome::Definite,
         };
-        let text = describe_error(&err, &endpoints);
+        let text = describe_error(&err, &endpoints, false);
         assert!(
             text.starts_with("no Raft leader available (gave up after 4 attempts in 10.0s)"),
             "{text}"

@@ -10,10 +10,10 @@
 //! - guard: `LOCK:TOKEN` (split at the last `:`, so lock names may contain `:`).
 
 use anyhow::{Result, bail};
+use serde_json::json;
 use zaris_client::proto::compare::{Operand, Result as Relation, Target};
 use zaris_client::proto::{
-    Compare, DeleteRangeRequest, Guard, PutRequest, RangeRequest, TxnOp, TxnRequest, TxnResult,
-    txn_op,
+    Compare, DeleteRangeRequest, Guard, PutRequest, RangeRequest, TxnOp, TxnRequest, txn_op,
 };
 
 use super::output as out;
@@ -139,7 +139,6 @@ impl Cli {
     /// Runs the Txn. A false compare is not an error (the `--else` branch ran, exit 0); a failed
     /// guard or a put naming a missing lease applied nothing and is (exit 1).
     pub(super) async fn txn(&self, args: TxnArgs) -> Result<()> {
-        let guard = args.guard.clone();
         let request = TxnRequest {
             compares: args.compares,
             success: args.success,
@@ -147,33 +146,22 @@ impl Cli {
             guard: args.guard,
             request_id: None,
         };
-        let response = self.client.txn(request).await.map_err(|e| self.fail(&e))?;
-        let json = out::txn_json(&response);
-        match response.result() {
-            TxnResult::CompareSucceeded | TxnResult::CompareFailed => {
-                self.emit(&json, || out::txn_text(&response));
+        match self.client.txn(request).await {
+            Ok(outcome) => {
+                self.emit(&out::txn_json(&outcome), || out::txn_text(&outcome));
                 Ok(())
             }
-            TxnResult::GuardFailed => {
-                self.emit_json_only(&json);
-                let guard = guard.unwrap_or_default();
+            Err(zaris_client::Error::NotHeld { lock, token }) => {
+                self.emit_json_only(&json!({ "result": "guard_failed" }));
                 bail!(
-                    "guard failed: lock {} is not held with token {}; nothing was applied",
-                    guard.lock_name,
-                    guard.token
+                    "guard failed: lock {lock} is not held with token {token}; nothing was applied"
                 )
             }
-            TxnResult::LeaseNotFound => {
-                self.emit_json_only(&json);
+            Err(zaris_client::Error::LeaseNotFound { .. }) => {
+                self.emit_json_only(&json!({ "result": "lease_not_found" }));
                 bail!("a put in the chosen branch names a missing lease; nothing was applied")
             }
-            TxnResult::Unspecified => {
-                self.emit_json_only(&json);
-                bail!(
-                    "the server answered txn with an unknown result ({})",
-                    response.result
-                )
-            }
+            Err(err) => Err(self.fail(&err)),
         }
     }
 }

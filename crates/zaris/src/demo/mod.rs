@@ -21,8 +21,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use zaris_client::proto::{Guard, PutResult};
-use zaris_client::{Client, EventKind, Presence, PresenceEvent, PutOptions};
+use zaris_client::proto::Guard;
+use zaris_client::{Client, EventKind, LockHolder, Presence, PresenceEvent, PutOptions};
 
 use self::nodes::NodeProc;
 
@@ -245,11 +245,10 @@ async fn story(t: &Timeline, root: &Path, cast: &mut Cast) -> Result<()> {
                 ..PutOptions::default()
             },
         )
-        .await?;
+        .await;
     ensure!(
-        late.result() == PutResult::GuardFailed,
-        "the store accepted a write with A's stale token ({:?})",
-        late.result()
+        matches!(late, Err(zaris_client::Error::NotHeld { .. })),
+        "the store did not refuse a write with A's stale token ({late:?})"
     );
     t.say(
         "store",
@@ -283,7 +282,11 @@ async fn story(t: &Timeline, root: &Path, cast: &mut Cast) -> Result<()> {
     let status = client.lock_status(JOB_LOCK).await?;
     let b_lease = cast.workers[1].lease;
     ensure!(
-        status.held && status.holder_lease == b_lease && status.token == b_token,
+        status.holder
+            == Some(LockHolder {
+                lease: b_lease,
+                token: b_token
+            }),
         "after the failover the lock is {status:?}, not B's (lease {b_lease}, token {b_token})"
     );
     let (members, _) = Presence::new(&client, WORKERS_GROUP).members().await?;
@@ -308,9 +311,8 @@ async fn story(t: &Timeline, root: &Path, cast: &mut Cast) -> Result<()> {
 /// The Raft leader as the cluster reports it, waiting for one other than `not`.
 async fn leader_of(client: &Client, not: u64) -> Result<u64> {
     wait_for(|| async {
-        let status = client.status().await.ok()?;
-        let leader = status.raft_leader_id;
-        (leader != 0 && leader != not).then_some(leader)
+        let leader = client.leader().await.ok()?.id;
+        (leader != not).then_some(leader)
     })
     .await
     .context("no Raft leader")

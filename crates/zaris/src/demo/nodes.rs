@@ -106,9 +106,7 @@ impl NodeProc {
 
 /// A client for the demo's own calls.
 pub async fn client(endpoints: &[String]) -> Result<Client> {
-    let options = ClientOptions::default()
-        .with_request_timeout(Duration::from_secs(2))
-        .with_retry_deadline(Duration::from_secs(15));
+    let options = ClientOptions::default().with_timeout(Duration::from_secs(15));
     Ok(Client::connect_with(endpoints.iter().cloned(), options).await?)
 }
 

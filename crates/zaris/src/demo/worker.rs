@@ -75,7 +75,7 @@ pub async fn run(args: WorkerArgs) -> Result<()> {
             }
             () = &mut stop => {
                 guard.unlock().await.context("releasing the lock")?;
-                lease.revoke().await.context("revoking the lease")?;
+                let _revocation = lease.revoke().await.context("revoking the lease")?;
                 println!("released");
                 return Ok(());
             }

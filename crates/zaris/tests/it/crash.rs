@@ -3,8 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use zaris_client::PutOptions;
-use zaris_proto::v1::LockResult;
+use zaris_client::{LockHolder, LockOutcome, PutOptions};
 
 use crate::procs::{ELECTION_TIMEOUT_MS, MIN_TTL_MS, NodeProc, client, eventually, three_nodes};
 
@@ -37,12 +36,13 @@ async fn ownership_survives_kill_9_of_the_leader() {
         .lock("job-queue", lease.id, false, Duration::ZERO)
         .await
         .expect("lock");
-    assert_eq!(lock.result, LockResult::Held as i32);
+    let LockOutcome::Held { token } = lock else {
+        panic!("the free lock was not granted: {lock:?}");
+    };
     let renewed = client.keep_alive_once([lease.id]).await.expect("renew");
     assert_eq!(renewed.renewed.len(), 1);
 
-    let status = client.status().await.expect("status");
-    let leader = status.raft_leader_id;
+    let leader = client.leader().await.expect("leader").id;
     let victim = nodes
         .iter_mut()
         .find(|n| n.id == leader)
@@ -57,19 +57,24 @@ async fn ownership_survives_kill_9_of_the_leader() {
         .collect();
     let after = crate::procs::client(&survivors).await;
     let new_leader = eventually("a new leader", Duration::from_secs(20), || async {
-        let status = after.status().await.ok()?;
-        (status.raft_leader_id != 0 && status.raft_leader_id != leader)
-            .then_some(status.raft_leader_id)
+        let new_leader = after.leader().await.ok()?.id;
+        (new_leader != leader).then_some(new_leader)
     })
     .await;
     let ttl = after.time_to_live(lease.id, true).await.expect("ttl");
     let failover_ms = killed_at.elapsed().as_millis();
     println!("failover: leader {leader} killed, node {new_leader} serving after {failover_ms} ms");
-    assert!(ttl.found, "the renewed lease survived");
+    let ttl = ttl.expect("the renewed lease survived");
     assert_eq!(ttl.bound_keys, vec![b"owner/job-1".to_vec()]);
     assert_eq!(ttl.locks_held, vec!["job-queue".to_string()]);
     let status = after.lock_status("job-queue").await.expect("lock status");
-    assert_eq!((status.holder_lease, status.token), (lease.id, lock.token));
+    assert_eq!(
+        status.holder,
+        Some(LockHolder {
+            lease: lease.id,
+            token
+        })
+    );
     let kv = after
         .get("owner/job-1")
         .await
@@ -84,7 +89,7 @@ async fn ownership_survives_kill_9_of_the_leader() {
         Duration::from_secs(20),
         || async {
             let ttl = after.time_to_live(short.id, false).await.ok()?;
-            (!ttl.found).then(Instant::now)
+            ttl.is_none().then(Instant::now)
         },
     )
     .await;
@@ -102,7 +107,7 @@ async fn ownership_survives_kill_9_of_the_leader() {
         .put("after-restart", "1", PutOptions::default())
         .await
         .expect("put");
-    let revision = put.header.map_or(0, |h| h.revision);
+    let revision = put.revision;
     let local = crate::procs::client(&[&restarted.addr]).await;
     eventually(
         "the restarted node to catch up",

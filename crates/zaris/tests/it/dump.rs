@@ -49,7 +49,7 @@ async fn dump_prints_a_killed_nodes_log_and_refuses_a_live_one() {
             .put(format!("dump/{i}"), "v", PutOptions::default())
             .await
             .expect("put");
-        revisions.push(put.header.expect("header").revision);
+        revisions.push(put.revision);
     }
     drop(writer);
     node.kill();

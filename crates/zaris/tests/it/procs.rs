@@ -107,9 +107,7 @@ impl NodeProc {
 }
 
 pub async fn client(endpoints: &[&str]) -> Client {
-    let options = ClientOptions::default()
-        .with_request_timeout(Duration::from_secs(3))
-        .with_retry_deadline(Duration::from_secs(20));
+    let options = ClientOptions::default().with_timeout(Duration::from_secs(20));
     Client::connect_with(endpoints.iter().map(|e| e.to_string()), options)
         .await
         .expect("client")
