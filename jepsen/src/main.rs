@@ -27,7 +27,8 @@ struct Cli {
 #[derive(Args, Debug)]
 struct Common {
     /// The zaris binary to test; by default the harness builds one with the `fault-injection`
-    /// feature (`cargo build -p zaris --features fault-injection`) next to itself.
+    /// feature (`cargo build --workspace --all-targets --features zaris/fault-injection`) next to
+    /// itself.
     #[arg(long, global = true, env = "ZARIS_BIN")]
     zaris: Option<PathBuf>,
     /// Where runs keep their histories and logs.
@@ -429,20 +430,23 @@ fn build_zaris() -> Result<PathBuf> {
     let release = dir.file_name().is_some_and(|name| name == "release");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = std::process::Command::new(cargo);
+    // The whole workspace, tests included, as `cargo test --workspace` builds it: a narrower
+    // selection resolves the dependencies' features differently (dev-dependencies add some) and
+    // rebuilds half of them for nothing.
     command.args([
         "build",
         "--quiet",
-        "-p",
-        "zaris",
+        "--workspace",
+        "--all-targets",
         "--features",
-        "fault-injection",
+        "zaris/fault-injection",
     ]);
     if release {
         command.arg("--release");
     }
     let status = command.status().context("running cargo build")?;
     if !status.success() {
-        bail!("cargo build -p zaris --features fault-injection failed");
+        bail!("cargo build --workspace --all-targets --features zaris/fault-injection failed");
     }
     let zaris = dir.join("zaris");
     if !Path::new(&zaris).exists() {

@@ -1,5 +1,5 @@
 //! [`Client`]: options, connect, request ids, and the retry loop every unary call goes through
-//! (the keepalive and watch streams route on their own, with the same [`disposition`]).
+//! (where each retry goes is [`crate::routing`]'s, shared with the keepalive and watch streams).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -7,15 +7,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tonic::Status;
 use tonic::transport::Channel;
-use tonic::{Code, Status};
 use zaris_proto::v1::cluster_client::ClusterClient;
 use zaris_proto::v1::{ErrorCode, Outcome, RequestId, ResponseHeader, StatusRequest};
 
-use crate::backoff::{Backoff, jitter};
 use crate::endpoint::{Endpoints, parse_endpoint};
 use crate::error::{Error, RpcError};
 use crate::keepalive::Slot;
+use crate::routing::{Next, Router};
 
 /// Default for [`ClientOptions::connect_timeout`].
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -172,51 +172,6 @@ impl CallSpec {
     pub(crate) const fn with_extra_wait(mut self, wait: Duration) -> Self {
         self.extra_wait = wait;
         self
-    }
-}
-
-/// What the retry loop does after a failed attempt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Disposition {
-    /// Resend at once to the Raft leader at this address ("host:port").
-    Redirect(String),
-    /// Resend to the next endpoint after a backoff.
-    Rotate,
-    /// Give up: the error is final.
-    Fail,
-}
-
-/// Classifies a failed attempt (before considering idempotence).
-pub(crate) fn disposition(err: &RpcError) -> Disposition {
-    if let Some(detail) = err.detail() {
-        return match ErrorCode::try_from(detail.code) {
-            Ok(ErrorCode::NotLeader) if !detail.raft_leader_address.is_empty() => {
-                Disposition::Redirect(detail.raft_leader_address.clone())
-            }
-            // INTERNAL and NODE_FAILED say this member is broken, not the request: another
-            // member may serve it (a failed leader is replaced within an election timeout).
-            Ok(
-                ErrorCode::NotLeader
-                | ErrorCode::NoLeader
-                | ErrorCode::LeadershipLost
-                | ErrorCode::ShuttingDown
-                | ErrorCode::Timeout
-                | ErrorCode::NodeFailed
-                | ErrorCode::Internal,
-            ) => Disposition::Rotate,
-            // A code this client does not know, on a status that says "try elsewhere".
-            _ if err.code() == Code::Unavailable => Disposition::Rotate,
-            _ => Disposition::Fail,
-        };
-    }
-    // No Zaris detail: the transport (connection refused, reset or broken mid-stream by a member
-    // that died, our own timeout) or a proxy. Another member may answer.
-    match err.code() {
-        Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Internal => {
-            Disposition::Rotate
-        }
-        _ if err.is_connect_failure() || err.is_transport_failure() => Disposition::Rotate,
-        _ => Disposition::Fail,
     }
 }
 
@@ -491,9 +446,8 @@ impl Client {
         let started = Instant::now();
         let budget = options.timeout.saturating_add(spec.extra_wait);
         let deadline = started.checked_add(budget).unwrap_or(started + FAR_FUTURE);
-        let mut backoff = Backoff::new(options.initial_backoff, options.max_backoff);
+        let mut router = Router::new(options);
         let mut attempts: u32 = 0;
-        let mut redirects_in_a_row: usize = 0;
         let mut maybe_applied = false;
         loop {
             let target = endpoints.pick();
@@ -511,7 +465,7 @@ impl Client {
                     if let Some(header) = response.header() {
                         self.observe_revision(header.revision);
                     }
-                    endpoints.succeeded(target.index);
+                    router.succeeded(endpoints, target.index);
                     return Ok(response);
                 }
                 Ok(Err(status)) => RpcError::from_status(&status, target.authority.clone()),
@@ -531,40 +485,13 @@ impl Client {
             }
             maybe_applied |= !err.is_definite();
 
-            let mut delay = match disposition(&err) {
-                Disposition::Fail => return Err(err.into()),
-                _ if !err.is_definite() && !spec.retry_indeterminate => {
-                    return Err(err.into());
-                }
-                Disposition::Redirect(address) => match endpoints.redirect(&address) {
-                    Some(index) if index != target.index => {
-                        redirects_in_a_row += 1;
-                        tracing::debug!(
-                            method = spec.method,
-                            from = %target.authority,
-                            to = %address,
-                            "redirected to the Raft leader"
-                        );
-                        // Members with stale views may bounce a call between them: after one
-                        // round of redirects, slow down.
-                        if redirects_in_a_row <= endpoints.len() {
-                            continue;
-                        }
-                        backoff.next_delay()
-                    }
-                    // Redirected to where it was sent, or to an unusable address: try others.
-                    _ => {
-                        endpoints.failed(target.index);
-                        backoff.next_delay()
-                    }
-                },
-                Disposition::Rotate => {
-                    redirects_in_a_row = 0;
-                    endpoints.failed(target.index);
-                    backoff.next_delay()
-                }
+            if !err.is_definite() && !spec.retry_indeterminate {
+                return Err(err.into());
+            }
+            let delay = match router.failed(endpoints, target.index, &err) {
+                Next::GiveUp => return Err(err.into()),
+                Next::Retry(delay) => delay,
             };
-            delay = jitter(delay).max(err.retry_after());
             let elapsed = started.elapsed();
             if Instant::now()
                 .checked_add(delay)
@@ -595,7 +522,9 @@ impl Client {
                 ?delay,
                 "retrying"
             );
-            tokio::time::sleep(delay).await;
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
         }
     }
 
@@ -648,101 +577,6 @@ pub(crate) fn millis(duration: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use zaris_proto::v1::ErrorDetail;
-
-    fn rpc(status: Status) -> RpcError {
-        RpcError::from_status(&status, "127.0.0.1:7001")
-    }
-
-    // Statuses as a server sends them (zaris-proto only encodes; the server builds its own).
-    fn not_leader(raft_leader_id: u64, raft_leader_address: &str) -> Status {
-        let mut detail = ErrorDetail::new(
-            ErrorCode::NotLeader,
-            Outcome::Definite,
-            format!(
-                "not the Raft leader; the Raft leader is node {raft_leader_id} at \
-                 {raft_leader_address}"
-            ),
-        );
-        detail.raft_leader_id = raft_leader_id;
-        detail.raft_leader_address = raft_leader_address.into();
-        detail.into_status()
-    }
-
-    fn no_leader() -> Status {
-        ErrorDetail::new(
-            ErrorCode::NoLeader,
-            Outcome::Definite,
-            "no Raft leader is known; retry later, preferably on another member",
-        )
-        .into_status()
-    }
-
-    fn invalid_argument(message: &str) -> Status {
-        ErrorDetail::new(ErrorCode::InvalidArgument, Outcome::Definite, message).into_status()
-    }
-
-    fn limit_exceeded(name: &str, limit: u64, actual: u64) -> Status {
-        ErrorDetail::new(
-            ErrorCode::LimitExceeded,
-            Outcome::Definite,
-            format!("limit {name} exceeded: {actual} > {limit}"),
-        )
-        .with_limit(name, limit, actual)
-        .into_status()
-    }
-
-    #[test]
-    fn not_leader_with_address_redirects() {
-        assert_eq!(
-            disposition(&rpc(not_leader(2, "127.0.0.1:7002"))),
-            Disposition::Redirect("127.0.0.1:7002".into())
-        );
-    }
-
-    #[test]
-    fn leaderless_and_transport_failures_rotate() {
-        assert_eq!(disposition(&rpc(no_leader())), Disposition::Rotate);
-        assert_eq!(disposition(&rpc(not_leader(2, ""))), Disposition::Rotate);
-        assert_eq!(
-            disposition(&rpc(Status::unavailable("tcp connect error"))),
-            Disposition::Rotate
-        );
-        assert_eq!(
-            disposition(&RpcError::timed_out(Duration::from_secs(1), "h:1")),
-            Disposition::Rotate
-        );
-        let lost = ErrorDetail::new(ErrorCode::LeadershipLost, Outcome::Indeterminate, "lost");
-        assert_eq!(disposition(&rpc(lost.into_status())), Disposition::Rotate);
-    }
-
-    /// Issue 9, item 5: a member whose Raft failed answered INTERNAL forever, and a client that
-    /// cached it as the leader never moved on.
-    #[test]
-    fn a_broken_member_is_rotated_away_from() {
-        for code in [ErrorCode::NodeFailed, ErrorCode::Internal] {
-            let broken = ErrorDetail::new(code, Outcome::Indeterminate, "raft stopped");
-            assert_eq!(disposition(&rpc(broken.into_status())), Disposition::Rotate);
-        }
-        assert_eq!(
-            disposition(&rpc(Status::internal("boom"))),
-            Disposition::Rotate
-        );
-    }
-
-    #[test]
-    fn request_errors_are_final() {
-        assert_eq!(
-            disposition(&rpc(invalid_argument("empty key"))),
-            Disposition::Fail
-        );
-        assert_eq!(
-            disposition(&rpc(limit_exceeded("max_key_bytes", 10, 20))),
-            Disposition::Fail
-        );
-        let missing = ErrorDetail::new(ErrorCode::MemberNotFound, Outcome::Definite, "no 9");
-        assert_eq!(disposition(&rpc(missing.into_status())), Disposition::Fail);
-    }
 
     #[tokio::test]
     async fn request_ids_share_the_client_id_and_increase() {

@@ -51,6 +51,9 @@ pub struct Leadership {
     key: String,
 }
 
+/// Prefix of an election's lock and key.
+const PREFIX: &str = "election/";
+
 impl Election {
     /// The election `name` (any non-empty string; it names both a lock and a key).
     pub fn new(client: &Client, name: impl Into<String>) -> Election {
@@ -62,7 +65,7 @@ impl Election {
 
     /// The key (and lock name) the election uses.
     pub fn key(&self) -> String {
-        format!("election/{}", self.name)
+        format!("{PREFIX}{}", self.name)
     }
 
     /// Waits to become leader, then proclaims `value`. Candidates are served in the order they
@@ -92,10 +95,35 @@ impl Election {
                 reason: "an election name must not be empty".into(),
             });
         }
-        let guard = lease.lock(key.clone()).await?;
+        let guard = lease
+            .lock(key.clone())
+            .await
+            .map_err(|err| self.name_too_long(err))?;
         let leadership = Leadership { guard, key };
         leadership.proclaim(value).await?;
         Ok(leadership)
+    }
+
+    /// The cluster's lock-name limit counts the hidden `election/` prefix: say so in terms of
+    /// the name the caller gave, not the lock name it never saw.
+    fn name_too_long(&self, err: Error) -> Error {
+        let limit = err
+            .detail()
+            .and_then(|detail| detail.limit.as_ref())
+            .filter(|limit| limit.name == "max_lock_name_bytes")
+            .map(|limit| limit.limit);
+        match limit {
+            Some(limit) => Error::InvalidArgument {
+                reason: format!(
+                    "election name {:?} is {} bytes; at most {} fit (the election is lock and \
+                     key \"{PREFIX}NAME\", and the cluster's max_lock_name_bytes is {limit})",
+                    self.name,
+                    self.name.len(),
+                    limit.saturating_sub(PREFIX.len() as u64),
+                ),
+            },
+            None => err,
+        }
     }
 
     /// The current leader, read linearizably; `None` while there is none.

@@ -23,9 +23,9 @@ use tonic::Streaming;
 use zaris_proto::v1::lease_client::LeaseClient;
 use zaris_proto::v1::{LeaseKeepAliveRequest, LeaseKeepAliveResponse};
 
-use crate::backoff::{Backoff, jitter};
-use crate::client::{Client, Disposition, disposition};
+use crate::client::Client;
 use crate::error::RpcError;
+use crate::routing::{Next, Router};
 
 /// Most lease ids in one KeepAlive message (the cluster's `max_batch_ids` is 10,000 by default).
 pub const MAX_IDS_PER_RENEWAL: usize = 1_000;
@@ -275,7 +275,7 @@ struct Task {
     leases: BTreeMap<u64, Tracked>,
     in_flight: BTreeMap<u64, InFlight>,
     conn: Conn,
-    backoff: Backoff,
+    router: Router,
 }
 
 async fn run(client: Client, mut commands: mpsc::UnboundedReceiver<Command>) {
@@ -287,7 +287,7 @@ async fn run(client: Client, mut commands: mpsc::UnboundedReceiver<Command>) {
         conn: Conn::Idle {
             retry_at: Instant::now(),
         },
-        backoff: Backoff::new(options.initial_backoff, options.max_backoff),
+        router: Router::new(&options),
     };
     tracing::debug!(
         client_id = task.client.client_id(),
@@ -525,12 +525,8 @@ impl Task {
 
     fn acknowledged(&mut self, ack: LeaseKeepAliveResponse) {
         if let Some(index) = self.conn.index() {
-            self.client.endpoints_ref().succeeded(index);
+            self.router.succeeded(self.client.endpoints_ref(), index);
         }
-        self.backoff = Backoff::new(
-            self.client.options().initial_backoff,
-            self.client.options().max_backoff,
-        );
         let Some(flight) = self.in_flight.remove(&ack.seq) else {
             return;
         };
@@ -563,22 +559,19 @@ impl Task {
 
     /// Drops the stream; unacknowledged renewals are resent on the next one.
     fn broken(&mut self, err: RpcError) {
-        let delay = match (disposition(&err), self.conn.index()) {
-            (Disposition::Redirect(address), Some(index)) => {
-                match self.client.endpoints_ref().redirect(&address) {
-                    Some(leader) if leader != index => Duration::ZERO,
-                    _ => {
-                        self.client.endpoints_ref().failed(index);
-                        jitter(self.backoff.next_delay())
-                    }
-                }
-            }
-            (_, index) => {
-                if let Some(index) = index {
-                    self.client.endpoints_ref().failed(index);
-                }
-                jitter(self.backoff.next_delay()).max(err.retry_after())
-            }
+        let endpoints = self.client.endpoints_ref();
+        // The keepalive never gives up while leases are tracked: an error that would end a call
+        // only moves the stream to another member.
+        let next = match self.conn.index() {
+            Some(index) => match self.router.failed(endpoints, index, &err) {
+                Next::GiveUp => self.router.rotate(endpoints, index, &err),
+                next => next,
+            },
+            None => Next::Retry(self.router.backoff_delay(&err)),
+        };
+        let delay = match next {
+            Next::Retry(delay) => delay,
+            Next::GiveUp => Duration::ZERO,
         };
         tracing::debug!(error = %err, ?delay, "keepalive stream broken; reconnecting");
         self.in_flight.clear();

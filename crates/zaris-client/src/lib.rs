@@ -56,6 +56,7 @@ mod lock;
 mod lock_guard;
 mod presence;
 mod queue_place;
+mod routing;
 mod watch;
 
 pub use client::{

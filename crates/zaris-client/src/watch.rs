@@ -14,9 +14,10 @@ use zaris_proto::v1::{
     WatchResponse, watch_request,
 };
 
-use crate::backoff::{Backoff, jitter};
-use crate::client::{Client, Disposition, disposition};
+use crate::client::Client;
+use crate::endpoint::Target;
 use crate::error::{Error, RpcError};
+use crate::routing::{Next, Router};
 
 /// Batches of events buffered between the watch task and the caller. When the caller reads
 /// slower than events arrive, the task stops reading; the server then ends the watch as a slow
@@ -247,8 +248,9 @@ struct WatchTask {
 
 /// How one subscription ended.
 enum Ended {
-    /// Subscribe again (after `delay`), at the same or another member.
-    Retry { delay: Duration, rotate: bool },
+    /// Subscribe again after `delay`, where the endpoints now point (the router moved them if
+    /// the member failed).
+    Retry { delay: Duration },
     /// The watch is over: report `error` (if any) and stop.
     Fatal(Option<Error>),
 }
@@ -258,13 +260,11 @@ impl WatchTask {
         // 0 until known: the first creation turns "from now" into a concrete revision.
         let mut next = self.options.start_revision;
         let options = self.client.options().clone();
-        let mut backoff = Backoff::new(options.initial_backoff, options.max_backoff);
+        let mut router = Router::new(&options);
         let started = Instant::now();
         loop {
             let target = self.client.endpoints_ref().pick();
-            let ended = self
-                .subscribe(target.channel, &target.authority, &mut next, &mut backoff)
-                .await;
+            let ended = self.subscribe(&target, &mut next, &mut router).await;
             match ended {
                 Ended::Fatal(error) => {
                     if let Some(error) = error {
@@ -272,10 +272,7 @@ impl WatchTask {
                     }
                     return;
                 }
-                Ended::Retry { delay, rotate } => {
-                    if rotate {
-                        self.client.endpoints_ref().failed(target.index);
-                    }
+                Ended::Retry { delay } => {
                     // Before the first creation the caller is waiting: bound that wait.
                     if self.created.is_some() && started.elapsed() + delay > options.timeout {
                         self.report(Error::Protocol {
@@ -317,13 +314,8 @@ impl WatchTask {
     }
 
     /// One subscription on one member, until it ends.
-    async fn subscribe(
-        &mut self,
-        channel: tonic::transport::Channel,
-        authority: &str,
-        next: &mut u64,
-        backoff: &mut Backoff,
-    ) -> Ended {
+    async fn subscribe(&mut self, target: &Target, next: &mut u64, router: &mut Router) -> Ended {
+        let authority = target.authority.as_str();
         let (requests, outbound) = mpsc::channel(1);
         // The receiver is alive (held below): cannot fail.
         let _ = requests.try_send(self.create_request(*next));
@@ -331,30 +323,30 @@ impl WatchTask {
             let options = self.client.options();
             options.connect_timeout + options.attempt_timeout()
         };
-        let mut service = WatchClient::new(channel);
+        let mut service = WatchClient::new(target.channel.clone());
         let call = service.watch(ReceiverStream::new(outbound));
         let mut inbound = match tokio::time::timeout(limit, call).await {
             Ok(Ok(response)) => response.into_inner(),
             Ok(Err(status)) => {
-                return self.failed(RpcError::from_status(&status, authority), backoff);
+                return self.failed(RpcError::from_status(&status, authority), target, router);
             }
-            Err(_) => return self.failed(RpcError::timed_out(limit, authority), backoff),
+            Err(_) => return self.failed(RpcError::timed_out(limit, authority), target, router),
         };
         loop {
             let message = match inbound.message().await {
                 Ok(Some(message)) => message,
                 Ok(None) => {
                     let status = tonic::Status::unavailable("the watch stream ended");
-                    return self.failed(RpcError::from_status(&status, authority), backoff);
+                    return self.failed(RpcError::from_status(&status, authority), target, router);
                 }
                 Err(status) => {
-                    return self.failed(RpcError::from_status(&status, authority), backoff);
+                    return self.failed(RpcError::from_status(&status, authority), target, router);
                 }
             };
             if let Err(err) = self.client.check_cluster(&message, authority) {
                 return Ended::Fatal(Some(err));
             }
-            if let Some(ended) = self.handle(message, next, backoff).await {
+            if let Some(ended) = self.handle(message, next, target, router).await {
                 drop(requests);
                 return ended;
             }
@@ -366,9 +358,9 @@ impl WatchTask {
         &mut self,
         message: WatchResponse,
         next: &mut u64,
-        backoff: &mut Backoff,
+        target: &Target,
+        router: &mut Router,
     ) -> Option<Ended> {
-        let options = self.client.options();
         if message.watch_id != WATCH_ID {
             return None;
         }
@@ -385,19 +377,20 @@ impl WatchTask {
                 WatchCancelReason::ClientRequested => Ended::Fatal(None),
                 WatchCancelReason::SlowConsumer => Ended::Retry {
                     delay: Duration::ZERO,
-                    rotate: false,
                 },
-                _ => Ended::Retry {
-                    delay: jitter(backoff.next_delay()),
-                    rotate: true,
-                },
+                _ => {
+                    self.client.endpoints_ref().failed(target.index);
+                    Ended::Retry {
+                        delay: router.next_backoff(),
+                    }
+                }
             });
         }
         if message.created {
             if *next == 0 {
                 *next = header_revision + 1;
             }
-            *backoff = Backoff::new(options.initial_backoff, options.max_backoff);
+            router.succeeded(self.client.endpoints_ref(), target.index);
             if let Some(created) = self.created.take() {
                 let _ = created.send(Ok(*next));
             }
@@ -427,15 +420,12 @@ impl WatchTask {
         None
     }
 
-    fn failed(&self, err: RpcError, backoff: &mut Backoff) -> Ended {
-        match disposition(&err) {
-            Disposition::Fail => Ended::Fatal(Some(err.into())),
-            _ => {
-                tracing::debug!(error = %err, "watch stream failed; re-subscribing");
-                Ended::Retry {
-                    delay: jitter(backoff.next_delay()).max(err.retry_after()),
-                    rotate: true,
-                }
+    fn failed(&self, err: RpcError, target: &Target, router: &mut Router) -> Ended {
+        match router.failed(self.client.endpoints_ref(), target.index, &err) {
+            Next::GiveUp => Ended::Fatal(Some(err.into())),
+            Next::Retry(delay) => {
+                tracing::debug!(error = %err, ?delay, "watch stream failed; re-subscribing");
+                Ended::Retry { delay }
             }
         }
     }

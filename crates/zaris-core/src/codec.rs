@@ -31,6 +31,8 @@ pub enum CodecError {
     TooLarge { len: usize, max: usize },
     #[error("{trailing} unexpected bytes after the record")]
     Trailing { trailing: usize },
+    #[error("record is not in canonical form (it decodes, but re-encodes differently)")]
+    NonCanonical,
     #[error("cannot decode record: {0}")]
     Decode(String),
     #[error("cannot encode record: {0}")]
@@ -49,9 +51,25 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, CodecError> {
     Ok(out)
 }
 
-/// Decodes a record written by [`encode`], refusing records above `max_bytes`, unknown versions
-/// and trailing garbage. Never panics on malformed input.
-pub fn decode<T: DeserializeOwned>(bytes: &[u8], max_bytes: usize) -> Result<T, CodecError> {
+/// Decodes a record written by [`encode`], refusing records above `max_bytes`, unknown versions,
+/// trailing garbage and any encoding but the canonical one (bincode's decoder accepts, say, a
+/// small integer in a wider varint; such a record re-encodes differently, so two byte strings
+/// would mean one value). Never panics on malformed input.
+pub fn decode<T: DeserializeOwned + Serialize>(
+    bytes: &[u8],
+    max_bytes: usize,
+) -> Result<T, CodecError> {
+    let value = decode_unchecked(bytes, max_bytes)?;
+    if encode(&value)? != bytes {
+        return Err(CodecError::NonCanonical);
+    }
+    Ok(value)
+}
+
+/// [`decode`] without the canonical-form check: for snapshots, which a node only ever reads from
+/// its own store or from a peer's (after the peer's checks), and which are too large to encode a
+/// second time just to compare.
+fn decode_unchecked<T: DeserializeOwned>(bytes: &[u8], max_bytes: usize) -> Result<T, CodecError> {
     if bytes.len() > max_bytes {
         return Err(CodecError::TooLarge {
             len: bytes.len(),
@@ -96,7 +114,7 @@ impl State {
 
     /// Rebuilds a state from [`State::snapshot`] bytes, checking its invariants.
     pub fn restore(bytes: &[u8]) -> Result<State, CodecError> {
-        let state: State = decode(bytes, MAX_SNAPSHOT_BYTES)?;
+        let state: State = decode_unchecked(bytes, MAX_SNAPSHOT_BYTES)?;
         state
             .check_invariants()
             .map_err(|broken| CodecError::Decode(format!("snapshot is inconsistent: {broken}")))?;

@@ -60,7 +60,9 @@ pub struct Lessor {
     config: LessorConfig,
     leases: BTreeMap<LeaseId, Tracked>,
     by_deadline: BTreeSet<(u64, LeaseId)>,
-    primary: bool,
+    /// The Raft term this lessor was promoted in; `None` while it expires nothing. The one record
+    /// of "this node's lessor is primary": the server's expiry loop reads it, not a copy.
+    primary_term: Option<u64>,
     bucket: Bucket,
 }
 
@@ -71,7 +73,7 @@ impl Lessor {
             config,
             leases: BTreeMap::new(),
             by_deadline: BTreeSet::new(),
-            primary: false,
+            primary_term: None,
             bucket: Bucket {
                 milli_tokens,
                 refilled_at_ms: 0,
@@ -130,11 +132,11 @@ impl Lessor {
         }
     }
 
-    /// Called when this node became Raft leader and has applied everything committed before its
-    /// term: every deadline becomes `max(deadline, now) + extend_ms` (never shorter), and expiry
-    /// starts. `extend_ms` is one election timeout: the time a previous leader may still have been
-    /// acknowledging renewals this node has not yet seen applied.
-    pub fn promote(&mut self, now_ms: u64, extend_ms: u64) {
+    /// Called when this node became Raft leader of `term` and has applied everything committed
+    /// before it: every deadline becomes `max(deadline, now) + extend_ms` (never shorter), and
+    /// expiry starts. `extend_ms` is one election timeout: the time a previous leader may still
+    /// have been acknowledging renewals this node has not yet seen applied.
+    pub fn promote(&mut self, term: u64, now_ms: u64, extend_ms: u64) {
         for tracked in self.leases.values_mut() {
             tracked.deadline_ms = tracked.deadline_ms.max(now_ms).saturating_add(extend_ms);
         }
@@ -147,23 +149,28 @@ impl Lessor {
             milli_tokens: u64::from(self.config.revoke_burst) * 1_000,
             refilled_at_ms: now_ms,
         };
-        self.primary = true;
+        self.primary_term = Some(term);
     }
 
     /// Called the moment this node stops being leader: it expires nothing from now on.
     pub fn demote(&mut self) {
-        self.primary = false;
+        self.primary_term = None;
+    }
+
+    /// The term this lessor is primary in, if it is.
+    pub fn primary_term(&self) -> Option<u64> {
+        self.primary_term
     }
 
     pub fn is_primary(&self) -> bool {
-        self.primary
+        self.primary_term.is_some()
     }
 
     /// Up to `max_batch` overdue leases (earliest deadline first), within the revoke rate; empty
     /// unless this node is primary. Each lease returned is held back for `retry_after_ms`, so a
     /// lease whose expiry is in flight is not proposed twice; if the expiry is lost, it comes back.
     pub fn expired(&mut self, now_ms: u64, max_batch: usize) -> Vec<ExpiredLease> {
-        if !self.primary {
+        if self.primary_term.is_none() {
             return Vec::new();
         }
         self.refill(now_ms);

@@ -79,7 +79,7 @@ impl LogStore {
         })
     }
 
-    fn get_meta<T: DeserializeOwned>(&self, key: &str) -> io::Result<Option<T>> {
+    fn get_meta<T: DeserializeOwned + Serialize>(&self, key: &str) -> io::Result<Option<T>> {
         match self
             .meta
             .get(key)

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use openraft::ServerState;
 use openraft::async_runtime::WatchReceiver;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 use zaris_core::{Command, Lessor, Limits, Outcome, Request};
@@ -18,6 +19,22 @@ use crate::propose::Proposer;
 /// How often the loop looks for overdue leases and leadership changes. Part of `revoke_lag`.
 const TICK: Duration = Duration::from_millis(20);
 
+/// How far this node's expiry loop has got, in lessor time: what a test driving a
+/// [`ManualClock`](crate::ManualClock) waits for before it asserts that a lease is (not yet)
+/// expired, so timing is checked to the millisecond without sleeping.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LessorProgress {
+    /// The Raft term this node's lessor is primary in; `None` while it expires nothing.
+    pub primary_term: Option<u64>,
+    /// The lessor time (ms) at which it was promoted in that term.
+    pub promoted_at_ms: u64,
+    /// The lessor time of the last expiry pass that handed out no (more) overdue lease: every
+    /// lease it handed out was proposed for expiry and the proposal applied here. Leases the
+    /// lessor holds back (over the revoke rate, or after a failed proposal) are not covered. 0
+    /// before the first pass.
+    pub checked_ms: u64,
+}
+
 pub struct ExpiryLoop {
     pub node_id: u64,
     pub proposer: Proposer,
@@ -28,6 +45,7 @@ pub struct ExpiryLoop {
     pub state: StateHandle,
     /// This node's configured limits: proposed as the cluster's if none are set yet.
     pub limits: Limits,
+    pub progress: watch::Sender<LessorProgress>,
     /// `no-promotion-extension` promotes at once, with no extension.
     #[cfg(feature = "fault-injection")]
     pub faults: Arc<crate::faults::FaultConfig>,
@@ -40,7 +58,6 @@ impl ExpiryLoop {
 
     pub async fn run(self, shutdown: CancellationToken) {
         let raft = self.proposer.raft().clone();
-        let mut promoted_term: Option<u64> = None;
         let mut limits_settled = false;
         let mut last_leader = None;
         let mut tick = tokio::time::interval(TICK);
@@ -63,8 +80,9 @@ impl ExpiryLoop {
             let leading = state == ServerState::Leader && leader == Some(self.node_id);
             metrics::gauge!(m::IS_RAFT_LEADER).set(if leading { 1.0 } else { 0.0 });
             if !leading {
-                if promoted_term.take().is_some() || self.lessor().is_primary() {
+                if self.lessor().is_primary() {
                     self.lessor().demote();
+                    self.progress.send_modify(|p| p.primary_term = None);
                     info!(
                         node_id = self.node_id,
                         term, "lessor demoted: no longer Raft leader"
@@ -72,7 +90,7 @@ impl ExpiryLoop {
                 }
                 continue;
             }
-            if promoted_term != Some(term) {
+            if self.lessor().primary_term() != Some(term) {
                 #[cfg(feature = "fault-injection")]
                 let careless = self.faults.has(crate::faults::Bug::NoPromotionExtension);
                 #[cfg(not(feature = "fault-injection"))]
@@ -89,8 +107,11 @@ impl ExpiryLoop {
                 } else {
                     self.election_timeout_ms
                 };
-                self.lessor().promote(now_ms, extend_ms);
-                promoted_term = Some(term);
+                self.lessor().promote(term, now_ms, extend_ms);
+                self.progress.send_modify(|p| {
+                    p.primary_term = Some(term);
+                    p.promoted_at_ms = now_ms;
+                });
                 // `now_ms` is the lessor's clock: the harness checks from these lines that no
                 // expiry is proposed before `now_ms + extend_ms` of the promotion.
                 info!(
@@ -105,9 +126,13 @@ impl ExpiryLoop {
             if !limits_settled {
                 limits_settled = self.settle_limits().await;
             }
-            self.expire_due().await;
+            if let Some(checked_ms) = self.expire_due().await {
+                self.progress
+                    .send_modify(|p| p.checked_ms = p.checked_ms.max(checked_ms));
+            }
         }
         self.lessor().demote();
+        self.progress.send_modify(|p| p.primary_term = None);
     }
 
     /// The first leader of a cluster fixes its limits (from its own configuration) in the log, so
@@ -153,7 +178,9 @@ impl ExpiryLoop {
         }
     }
 
-    async fn expire_due(&self) {
+    /// Proposes the expiry of every overdue lease, in batches. Returns the lessor time of the
+    /// final check that found nothing (more) overdue, or `None` if a batch failed or was refused.
+    async fn expire_due(&self) -> Option<u64> {
         // The cluster's `max_batch_ids` bounds an Expire like any batch: a larger one would be
         // rejected on apply and handed out again after `retry_after_ms`, forever.
         let max_batch = self
@@ -165,7 +192,7 @@ impl ExpiryLoop {
             let now_ms = self.clock.now_ms();
             let due = self.lessor().expired(now_ms, max_batch);
             if due.is_empty() {
-                return;
+                return Some(now_ms);
             }
             let count = due.len();
             for lease in &due {
@@ -226,13 +253,13 @@ impl ExpiryLoop {
                             %rejection,
                             "the state machine rejected an expiry batch"
                         );
-                        return;
+                        return None;
                     }
                 },
                 Err(error) => {
                     // The lessor holds these back and hands them out again after retry_after_ms.
                     warn!(node_id = self.node_id, count, %error, "expiry proposal failed");
-                    return;
+                    return None;
                 }
             }
         }

@@ -28,4 +28,5 @@ mod watch;
 pub use clock::ScaledClock;
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use config::NodeConfig;
+pub use lessor_task::LessorProgress;
 pub use node::{Node, NodeHandle};

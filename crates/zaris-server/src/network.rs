@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory};
@@ -28,6 +28,70 @@ pub const MAX_RAFT_MESSAGE_BYTES: usize = 512 * 1024 * 1024;
 
 type RpcError = RPCError<TypeConfig>;
 
+/// While a peer stays unreachable, its failures are logged at most this often.
+const PEER_LOG_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Which peers are failing, so that a dead peer costs one WARN when it goes, one every
+/// [`PEER_LOG_INTERVAL`] while it stays down, and one INFO when it is back, not a line per RPC
+/// (heartbeats go out every 50-100 ms). Pure: time is an argument.
+#[derive(Debug, Default)]
+struct PeerLog {
+    down: BTreeMap<u64, Down>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Down {
+    since: Instant,
+    logged_at: Instant,
+    /// Failed RPCs since `logged_at`.
+    failures: u64,
+}
+
+impl PeerLog {
+    /// An RPC to `target` failed at `now`: what to WARN, if anything.
+    fn failed(&mut self, target: u64, now: Instant, error: &str) -> Option<String> {
+        match self.down.get_mut(&target) {
+            None => {
+                self.down.insert(
+                    target,
+                    Down {
+                        since: now,
+                        logged_at: now,
+                        failures: 0,
+                    },
+                );
+                Some(format!(
+                    "Raft RPCs to node {target} are failing ({error}); while it stays \
+                     unreachable this is repeated at most every {}s",
+                    PEER_LOG_INTERVAL.as_secs()
+                ))
+            }
+            Some(down) => {
+                down.failures += 1;
+                if now.duration_since(down.logged_at) < PEER_LOG_INTERVAL {
+                    return None;
+                }
+                let message = format!(
+                    "node {target} still unreachable after {}s ({} failed RPCs since the last \
+                     report; last: {error})",
+                    now.duration_since(down.since).as_secs(),
+                    down.failures
+                );
+                down.logged_at = now;
+                down.failures = 0;
+                Some(message)
+            }
+        }
+    }
+
+    /// An RPC to `target` succeeded at `now`: how long it had been failing, if it had.
+    fn succeeded(&mut self, target: u64, now: Instant) -> Option<Duration> {
+        self.down
+            .remove(&target)
+            .map(|down| now.duration_since(down.since))
+    }
+}
+
 /// Makes one client per peer; channels are cached by address and connect lazily.
 #[derive(Clone, Debug)]
 pub struct NetworkFactory {
@@ -35,6 +99,7 @@ pub struct NetworkFactory {
     /// Least time an AppendEntries may take (see [`NetworkFactory::with_append_timeout_floor`]).
     append_timeout_floor: Duration,
     channels: Arc<Mutex<BTreeMap<String, Channel>>>,
+    peer_log: Arc<Mutex<PeerLog>>,
     /// Fault injection: `node id → address` dialed instead of the node's membership address.
     #[cfg(feature = "fault-injection")]
     peer_overrides: Arc<BTreeMap<u64, String>>,
@@ -46,6 +111,7 @@ impl NetworkFactory {
             cluster_id,
             append_timeout_floor: Duration::ZERO,
             channels: Arc::default(),
+            peer_log: Arc::default(),
             #[cfg(feature = "fault-injection")]
             peer_overrides: Arc::default(),
         }
@@ -109,6 +175,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             cluster_id: self.cluster_id,
             append_timeout_floor: self.append_timeout_floor,
             client,
+            peer_log: self.peer_log.clone(),
         }
     }
 }
@@ -121,6 +188,7 @@ pub struct PeerClient {
     append_timeout_floor: Duration,
     /// `None` when the peer's address does not parse: every call fails as unreachable.
     client: Option<RaftServiceClient<Channel>>,
+    peer_log: Arc<Mutex<PeerLog>>,
 }
 
 fn unreachable(message: String) -> RpcError {
@@ -155,7 +223,41 @@ impl PeerClient {
             .ok_or_else(|| unreachable(format!("node {}: invalid address", self.target)))
     }
 
-    async fn unary<Req: Serialize, Resp: DeserializeOwned>(
+    /// Logs the outcome of an RPC to this peer (rate-limited, see [`PeerLog`]).
+    fn note<T>(&self, result: &Result<T, RpcError>) {
+        let now = Instant::now();
+        let mut log = self.peer_log.lock().unwrap_or_else(|p| p.into_inner());
+        match result {
+            Ok(_) => {
+                if let Some(down) = log.succeeded(self.target, now) {
+                    tracing::info!(
+                        peer = self.target,
+                        down_ms = u64::try_from(down.as_millis()).unwrap_or(u64::MAX),
+                        "Raft RPCs to node {} succeed again",
+                        self.target
+                    );
+                }
+            }
+            Err(error) => {
+                if let Some(message) = log.failed(self.target, now, &error.to_string()) {
+                    tracing::warn!(peer = self.target, "{message}");
+                }
+            }
+        }
+    }
+
+    async fn unary<Req: Serialize, Resp: DeserializeOwned + Serialize>(
+        &mut self,
+        rpc: Rpc,
+        request: &Req,
+        timeout: Duration,
+    ) -> Result<Resp, RpcError> {
+        let result = self.unary_once(rpc, request, timeout).await;
+        self.note(&result);
+        result
+    }
+
+    async fn unary_once<Req: Serialize, Resp: DeserializeOwned + Serialize>(
         &mut self,
         rpc: Rpc,
         request: &Req,
@@ -302,6 +404,38 @@ mod tests {
         assert_eq!(
             clone.peer_addr(2, &node("127.0.0.1:7002")),
             "127.0.0.1:9102"
+        );
+    }
+
+    /// A dead peer is one WARN, then one per interval with a count, then one INFO when back.
+    #[test]
+    fn a_dead_peer_is_logged_when_it_goes_now_and_then_and_when_it_is_back() {
+        let mut log = PeerLog::default();
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let first = log.failed(2, at(0), "connection refused");
+        assert!(first.is_some_and(|m| m.contains("node 2") && m.contains("connection refused")));
+        // Heartbeats every 50 ms for 29.95 s: silent.
+        for ms in (50..30_000).step_by(50) {
+            assert_eq!(
+                log.failed(2, at(ms), "connection refused"),
+                None,
+                "at {ms} ms"
+            );
+        }
+        // Another peer failing meanwhile is its own story.
+        assert!(log.failed(3, at(1_000), "timeout").is_some());
+        let again = log.failed(2, at(30_000), "connection refused");
+        assert!(
+            again.is_some_and(|m| m.contains("after 30s") && m.contains("600 failed RPCs")),
+            "the periodic report counts what it did not log"
+        );
+        assert_eq!(log.failed(2, at(30_050), "connection refused"), None);
+        assert_eq!(log.succeeded(2, at(31_000)), Some(Duration::from_secs(31)));
+        assert_eq!(log.succeeded(2, at(31_050)), None, "logged once when back");
+        assert!(
+            log.failed(2, at(40_000), "reset").is_some(),
+            "down again: WARN again"
         );
     }
 }

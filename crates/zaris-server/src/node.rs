@@ -24,7 +24,7 @@ use zaris_raft::{Raft, StateHandle};
 use crate::clock::{Clock, MonotonicClock};
 use crate::config::NodeConfig;
 use crate::health::{self, Health};
-use crate::lessor_task::ExpiryLoop;
+use crate::lessor_task::{ExpiryLoop, LessorProgress};
 use crate::locks::LockWaiters;
 use crate::network::{MAX_RAFT_MESSAGE_BYTES, NetworkFactory};
 use crate::observer::NodeObserver;
@@ -62,6 +62,7 @@ pub struct NodeHandle {
     raft: Raft,
     state: StateHandle,
     health: Health,
+    lessor_progress: tokio::sync::watch::Receiver<LessorProgress>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 }
@@ -261,6 +262,7 @@ impl Node {
             }
         });
 
+        let (progress, lessor_progress) = tokio::sync::watch::channel(LessorProgress::default());
         tracker.spawn(
             ExpiryLoop {
                 node_id,
@@ -271,6 +273,7 @@ impl Node {
                 expire_batch: config.expire_batch,
                 state: state.clone(),
                 limits: config.limits.clone(),
+                progress,
                 #[cfg(feature = "fault-injection")]
                 faults: Arc::new(config.faults.clone()),
             }
@@ -302,6 +305,7 @@ impl Node {
             raft,
             state,
             health,
+            lessor_progress,
             shutdown,
             tracker,
         };
@@ -390,6 +394,11 @@ impl NodeHandle {
 
     pub fn state(&self) -> &StateHandle {
         &self.state
+    }
+
+    /// How far this node's expiry loop has got in lessor time (see [`LessorProgress`]).
+    pub fn lessor_progress(&self) -> tokio::sync::watch::Receiver<LessorProgress> {
+        self.lessor_progress.clone()
     }
 
     /// Resolves with the reason once this node's Raft has failed for good (a storage or

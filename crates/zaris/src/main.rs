@@ -7,7 +7,7 @@ mod serve;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -41,8 +41,37 @@ enum Top {
     Client(cli::Command),
 }
 
+/// Subcommands that are not clients of a cluster: the client options (`--endpoints`, `--output`,
+/// `--timeout`) mean nothing to them.
+const NOT_CLIENTS: [&str; 4] = ["serve", "demo", "dump", "demo-worker"];
+
+/// The command line, with the client options hidden from the help of the subcommands that are
+/// not clients. (They are `global` so that a client command takes them before or after its
+/// name; clap copies globals into every subcommand when the command is built.)
+fn command() -> clap::Command {
+    let mut command = Cli::command();
+    command.build();
+    let client_options: Vec<clap::Id> = command
+        .get_arguments()
+        .filter(|arg| arg.is_global_set())
+        .map(|arg| arg.get_id().clone())
+        .collect();
+    for name in NOT_CLIENTS {
+        command = command.mut_subcommand(name, |mut sub| {
+            for id in &client_options {
+                sub = sub.mut_arg(id, |arg| arg.hide(true));
+            }
+            sub
+        });
+    }
+    command
+}
+
 fn main() -> ExitCode {
-    let args = Cli::parse();
+    let args = match Cli::from_arg_matches(&command().get_matches()) {
+        Ok(args) => args,
+        Err(err) => err.exit(),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -67,6 +96,50 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn help_of(name: &str) -> String {
+        let mut command = command();
+        match command.find_subcommand_mut(name) {
+            Some(sub) => sub.render_long_help().to_string(),
+            None => panic!("no subcommand {name}"),
+        }
+    }
+
+    #[test]
+    fn only_client_commands_list_the_client_options() {
+        for name in ["serve", "demo", "dump"] {
+            let help = help_of(name);
+            for option in ["--endpoints", "--output", "--timeout"] {
+                assert!(
+                    !help.contains(option),
+                    "{name} --help lists {option}:\n{help}"
+                );
+            }
+        }
+        for name in ["status", "put", "lease"] {
+            let help = help_of(name);
+            assert!(help.contains("--endpoints"), "{name} --help:\n{help}");
+        }
+    }
+
+    #[test]
+    fn client_options_parse_before_or_after_the_subcommand() {
+        for args in [
+            ["zaris", "--endpoints", "127.0.0.1:7009", "status"],
+            ["zaris", "status", "--endpoints", "127.0.0.1:7009"],
+        ] {
+            let matches = command()
+                .try_get_matches_from(args)
+                .unwrap_or_else(|err| panic!("{args:?}: {err}"));
+            let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| panic!("{err}"));
+            assert_eq!(cli.global.endpoints, ["127.0.0.1:7009"]);
         }
     }
 }

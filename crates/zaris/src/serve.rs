@@ -33,7 +33,8 @@ pub struct ServeArgs {
     /// Address others use to reach this node, if not the listen address.
     #[arg(long, env = "ZARIS_ADVERTISE")]
     advertise: Option<String>,
-    /// First members, `id=host:port,...`; the lowest id bootstraps the cluster on first start.
+    /// First members, `id=ip:port,...` (IP addresses: host names are not accepted here yet);
+    /// the lowest id bootstraps the cluster on first start.
     #[arg(long, env = "ZARIS_INITIAL_CLUSTER")]
     initial_cluster: Option<String>,
     /// Start empty and wait to be added with `zaris member add` (never bootstrap).
@@ -73,7 +74,7 @@ pub struct ServeArgs {
 #[cfg(feature = "fault-injection")]
 #[derive(clap::Args, Debug, Default)]
 struct FaultArgs {
-    /// Dial these addresses for Raft RPCs to these nodes, `id=host:port,...` (a proxy per link).
+    /// Dial these addresses for Raft RPCs to these nodes, `id=ip:port,...` (a proxy per link).
     #[arg(long, env = "ZARIS_PEER_OVERRIDE", hide = true)]
     peer_override: Option<String>,
     /// Run this node's lessor clock at this rate of real time (e.g. 0.5 or 1.5). openraft's
@@ -152,12 +153,12 @@ pub fn parse_initial_cluster(text: &str) -> anyhow::Result<BTreeMap<u64, String>
     parse_members("initial cluster", text)
 }
 
-/// Parses an `id=host:port,...` list; `what` names it in errors.
+/// Parses an `id=ip:port,...` list; `what` names it in errors.
 fn parse_members(what: &str, text: &str) -> anyhow::Result<BTreeMap<u64, String>> {
     let mut members = BTreeMap::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let Some((id, addr)) = part.split_once('=') else {
-            bail!("{what} entry {part:?} is not id=host:port");
+            bail!("{what} entry {part:?} is not id=ip:port");
         };
         let id: u64 = id
             .trim()
@@ -165,7 +166,9 @@ fn parse_members(what: &str, text: &str) -> anyhow::Result<BTreeMap<u64, String>
             .with_context(|| format!("{what} entry {part:?}: bad node id"))?;
         let addr = addr.trim();
         if addr.parse::<SocketAddr>().is_err() {
-            bail!("{what} entry {part:?}: {addr:?} is not host:port");
+            bail!(
+                "{what} entry {part:?}: {addr:?} is not ip:port (host names are not accepted here yet)"
+            );
         }
         if members.insert(id, addr.to_string()).is_some() {
             bail!("{what} names node {id} twice");
@@ -226,11 +229,20 @@ fn build_config(args: &ServeArgs) -> anyhow::Result<(NodeConfig, Option<PathBuf>
     Ok((config, args.ready_file.clone().or(file.ready_file)))
 }
 
+/// The log filter unless `RUST_LOG` says otherwise. openraft's replication module warns on every
+/// failed RPC to a peer (a dead peer: a line per heartbeat, 10-20 a second); Zaris reports peer
+/// reachability itself, rate-limited (`network.rs`), so that module is kept to errors. Its
+/// submodules, which warn about real trouble (a storage contract violation, a snapshot that
+/// cannot be read), keep their warnings.
+const DEFAULT_LOG_FILTER: &str = "info,openraft=warn,openraft::replication=error,\
+    openraft::replication::stream_state=warn,openraft::replication::snapshot_transmitter=warn,\
+    openraft::replication::replication_handle=warn";
+
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new("info,openraft=warn")),
+                .unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER)),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -290,6 +302,13 @@ async fn wait_for_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_log_filter_parses() {
+        let filter = EnvFilter::try_new(DEFAULT_LOG_FILTER).expect("valid directives");
+        let text = filter.to_string();
+        assert!(text.contains("openraft::replication=error"), "{text}");
+    }
 
     #[test]
     fn initial_cluster_parses_and_rejects_nonsense() {

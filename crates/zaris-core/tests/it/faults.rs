@@ -26,6 +26,7 @@ fn acquire(name: &str, lease: u64, wait: bool) -> Command {
 
 const BUGGY: Faults = Faults {
     lock_ignores_holder: true,
+    lease_id_reuse: false,
 };
 
 fn buggy_log() -> Log {

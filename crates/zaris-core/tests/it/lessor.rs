@@ -22,7 +22,7 @@ fn followers_never_expire() {
     let mut lessor = Lessor::new(unlimited());
     lessor.refresh(0, 1, 100, 1);
     assert!(lessor.expired(1_000, 10).is_empty());
-    lessor.promote(1_000, 50);
+    lessor.promote(1, 1_000, 50);
     assert!(lessor.is_primary());
     assert_eq!(ids(&lessor.expired(1_050, 10)), vec![1]);
     lessor.refresh(1_050, 2, 10, 2);
@@ -33,7 +33,7 @@ fn followers_never_expire() {
 #[test]
 fn expiry_is_earliest_deadline_first_and_batched() {
     let mut lessor = Lessor::new(unlimited());
-    lessor.promote(0, 0);
+    lessor.promote(1, 0, 0);
     lessor.refresh(0, 10, 300, 1);
     lessor.refresh(0, 20, 100, 2);
     lessor.refresh(0, 30, 200, 3);
@@ -48,7 +48,7 @@ fn expiry_is_earliest_deadline_first_and_batched() {
 #[test]
 fn an_expiry_in_flight_is_not_proposed_twice_but_comes_back_if_lost() {
     let mut lessor = Lessor::new(unlimited());
-    lessor.promote(0, 0);
+    lessor.promote(1, 0, 0);
     lessor.refresh(0, 1, 100, 7);
     let first = lessor.expired(100, 10);
     assert_eq!(
@@ -81,7 +81,7 @@ fn revoke_rate_is_honoured() {
     for id in 1..=100 {
         lessor.refresh(0, id, 10, id);
     }
-    lessor.promote(0, 0);
+    lessor.promote(1, 0, 0);
     assert_eq!(lessor.expired(10, 1_000).len(), 10);
     assert_eq!(lessor.expired(10, 1_000).len(), 0);
     // 10 per second: half a second later, five more.
@@ -94,7 +94,7 @@ fn revoke_rate_is_honoured() {
 fn a_renew_that_wins_the_race_keeps_the_lease() {
     let mut log = Log::new(Limits::default());
     let mut lessor = Lessor::new(unlimited());
-    lessor.promote(0, 0);
+    lessor.promote(1, 0, 0);
     let applied = log.apply_full(Command::Grant {
         id: 0,
         ttl_ms: 5_000,
@@ -149,7 +149,7 @@ fn reset_keeps_the_deadlines_it_still_knows() {
         "renewal time unknown: a full TTL"
     );
     assert_eq!(lessor.deadline_ms(3), Some(1_600), "new lease: a full TTL");
-    lessor.promote(600, 0);
+    lessor.promote(1, 600, 0);
     assert_eq!(ids(&lessor.expired(1_000, 10)), vec![1]);
 }
 
@@ -160,7 +160,7 @@ fn reset_gives_every_lease_a_full_ttl() {
     lessor.reset(1_000, [(2, 500, 4), (3, 200, 5)]);
     assert_eq!(lessor.deadline_ms(1), None);
     assert_eq!(lessor.deadline_ms(2), Some(1_500));
-    lessor.promote(1_000, 0);
+    lessor.promote(1, 1_000, 0);
     assert_eq!(
         lessor.expired(1_200, 10),
         vec![ExpiredLease {
@@ -182,7 +182,7 @@ fn a_million_leases_expire_in_deadline_order() {
     for id in 1..=N {
         lessor.refresh(0, id, (id * 7_919) % N + 1_000, id);
     }
-    lessor.promote(0, 0);
+    lessor.promote(1, 0, 0);
     let mut last_deadline = 0;
     let mut seen = 0;
     loop {
@@ -214,7 +214,7 @@ proptest! {
             lessor.refresh(0, *id, *ttl, 1);
         }
         let before: Vec<_> = leases.iter().map(|(id, _)| (*id, lessor.deadline_ms(*id))).collect();
-        lessor.promote(now_ms, extend_ms);
+        lessor.promote(1, now_ms, extend_ms);
         for (id, old) in before {
             let old = old.expect("tracked");
             let new = lessor.deadline_ms(id).expect("tracked");

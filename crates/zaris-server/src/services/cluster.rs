@@ -231,7 +231,7 @@ impl Cluster for ClusterService {
         Self::validate_id(request.id)?;
         if request.address.is_empty() || request.address.parse::<std::net::SocketAddr>().is_err() {
             return Err(ApiError::invalid_argument(format!(
-                "member address {:?} is not host:port",
+                "member address {:?} is not ip:port (host names are not accepted yet)",
                 request.address
             ))
             .into());

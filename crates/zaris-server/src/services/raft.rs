@@ -32,7 +32,10 @@ impl RaftPeerService {
         })
     }
 
-    fn decode<T: DeserializeOwned>(&self, message: RaftMessage) -> Result<T, ApiError> {
+    fn decode<T: DeserializeOwned + serde::Serialize>(
+        &self,
+        message: RaftMessage,
+    ) -> Result<T, ApiError> {
         self.check_cluster(message.cluster_id)?;
         codec::decode(&message.payload, MAX_RAFT_MESSAGE_BYTES)
             .map_err(|e| ApiError::invalid_argument(format!("bad Raft message: {e}")))

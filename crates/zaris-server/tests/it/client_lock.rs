@@ -349,3 +349,32 @@ async fn a_dropped_guard_does_not_release_a_new_guard_of_the_same_lease() {
     }
     cluster.shutdown().await;
 }
+
+/// The lock-name limit counts the election's hidden `election/` prefix; a name that is too long
+/// is refused in terms of the name the caller gave.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_election_name_too_long_is_refused_naming_the_room_left() {
+    let cluster = TestCluster::start(1).await;
+    cluster.leader().await;
+    let client = cluster.client(&[1]).await;
+    let lease = client.lease(Duration::from_secs(5)).await.expect("lease");
+    let limit = zaris_core::Limits::default().max_lock_name_bytes as usize;
+    let room = limit - "election/".len();
+
+    let fits = Election::new(&client, "n".repeat(room));
+    let leadership = fits.campaign(&lease, "a").await.expect("a name that fits");
+    leadership.resign().await.expect("resign");
+
+    let too_long = Election::new(&client, "n".repeat(room + 1));
+    match too_long.campaign(&lease, "a").await {
+        Err(Error::InvalidArgument { reason }) => {
+            assert!(reason.contains(&format!("at most {room} fit")), "{reason}");
+            assert!(
+                reason.contains(&format!("is {} bytes", room + 1)),
+                "{reason}"
+            );
+        }
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    cluster.shutdown().await;
+}

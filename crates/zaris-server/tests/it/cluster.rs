@@ -11,7 +11,7 @@ use openraft::ServerState;
 use openraft::async_runtime::WatchReceiver;
 use tokio::net::TcpListener;
 use zaris_client::{Client, ClientOptions};
-use zaris_server::{MonotonicClock, Node, NodeConfig, NodeHandle};
+use zaris_server::{Clock, MonotonicClock, Node, NodeConfig, NodeHandle};
 
 /// Fast timings so tests run quickly; the invariants do not depend on them.
 pub const ELECTION_TIMEOUT_MS: u64 = 600;
@@ -24,6 +24,8 @@ pub struct TestCluster {
     dir: tempfile::TempDir,
     /// Applied to every node's configuration, also on restart.
     configure: fn(&mut NodeConfig),
+    /// Every node's lessor clock (one clock, as if the nodes' clocks ran in perfect step).
+    clock: Arc<dyn Clock>,
 }
 
 pub fn config(id: u64, data_dir: std::path::PathBuf) -> NodeConfig {
@@ -60,6 +62,20 @@ impl TestCluster {
 
     /// [`TestCluster::start`], with `configure` applied to each node's configuration.
     pub async fn start_configured(size: u64, configure: fn(&mut NodeConfig)) -> TestCluster {
+        Self::start_full(size, configure, Arc::new(MonotonicClock::default())).await
+    }
+
+    /// [`TestCluster::start`], every node's lessor reading `clock` (a `ManualClock` lets a test
+    /// move lease time by hand).
+    pub async fn start_with_clock(size: u64, clock: Arc<dyn Clock>) -> TestCluster {
+        Self::start_full(size, |_| {}, clock).await
+    }
+
+    async fn start_full(
+        size: u64,
+        configure: fn(&mut NodeConfig),
+        clock: Arc<dyn Clock>,
+    ) -> TestCluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut listeners = BTreeMap::new();
         for id in 1..=size {
@@ -75,6 +91,7 @@ impl TestCluster {
             addrs,
             dir,
             configure,
+            clock,
         };
         for (id, listener) in listeners {
             let node = cluster.start_node(id, listener, false).await;
@@ -102,7 +119,7 @@ impl TestCluster {
         } else {
             config.initial_cluster = self.initial_cluster();
         }
-        Node::start_with_listener(config, listener, Arc::new(MonotonicClock::default()))
+        Node::start_with_listener(config, listener, self.clock.clone())
             .await
             .expect("node starts")
     }

@@ -1,39 +1,88 @@
 //! Expiry: never early, bounded late (also across a leader change), atomic, no resurrection.
+//!
+//! The timing tests drive every node's lessor with one [`ManualClock`] and wait for the leader's
+//! expiry loop to report that it acted on a lease time (`NodeHandle::lessor_progress`) before
+//! they look: the bounds are asserted to the millisecond of lease time, with no sleeps and no
+//! margins. (Raft's own timers run in real time; they decide who leads, not when a lease ends.)
 
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use zaris_client::PutOptions;
+use zaris_server::{LessorProgress, ManualClock};
 
 use crate::cluster::{ELECTION_TIMEOUT_MS, MIN_TTL_MS, TestCluster, eventually};
 
-/// Slack for scheduling on a loaded 2-core CI machine; the bound under test is TTL + election
-/// timeout, and this only absorbs the expiry loop's tick, the commit and test polling.
-const MARGIN_MS: u64 = 1_500;
+/// The lease's TTL in these tests; the cluster's minimum is [`MIN_TTL_MS`].
+const TTL_MS: u64 = 2 * MIN_TTL_MS;
+/// Lease time when the tests begin (not 0, so that "0 = nothing checked yet" is not confused
+/// with a time).
+const START_MS: u64 = 10_000;
 
-/// Watches one node until the lease and both its keys are gone; checks they go together.
-async fn wait_until_expired(cluster: &TestCluster, observer: u64, lease: u64) -> Instant {
-    eventually("the lease to expire", Duration::from_secs(30), || async {
-        let (lease_live, a, b) = cluster.node(observer).state().read(|d| {
-            (
-                d.state.lease(lease, false).is_some(),
-                d.state.get(b"worker/a").is_some(),
-                d.state.get(b"worker/b").is_some(),
-            )
-        });
-        assert!(
-            lease_live == a && a == b,
-            "a lease and its keys must disappear in one step: lease {lease_live}, keys {a} {b}"
-        );
-        (!lease_live).then(Instant::now)
-    })
-    .await
+/// A three-node cluster whose lessors all read `clock`, set to [`START_MS`], with a promoted
+/// leader.
+async fn cluster_on(clock: &Arc<ManualClock>) -> (TestCluster, u64) {
+    clock.set(Duration::from_millis(START_MS));
+    let cluster = TestCluster::start_with_clock(3, clock.clone()).await;
+    let leader = cluster.leader().await;
+    primary(&cluster, leader).await;
+    (cluster, leader)
 }
 
-async fn grant_with_keys(cluster: &TestCluster) -> (zaris_client::Client, u64, Instant) {
+/// Waits (in real time, up to 20 s) until `node`'s lessor progress satisfies `done`.
+async fn lessor_reaches(
+    cluster: &TestCluster,
+    node: u64,
+    what: &str,
+    done: impl FnMut(&LessorProgress) -> bool,
+) -> LessorProgress {
+    let mut progress = cluster.node(node).lessor_progress();
+    let reached = tokio::time::timeout(Duration::from_secs(20), progress.wait_for(done))
+        .await
+        .unwrap_or_else(|_| panic!("node {node}'s lessor never {what}"))
+        .expect("the node runs");
+    *reached
+}
+
+/// Waits until `node`'s lessor is primary, and returns the lessor time it was promoted at.
+async fn primary(cluster: &TestCluster, node: u64) -> u64 {
+    lessor_reaches(cluster, node, "became primary", |p| {
+        p.primary_term.is_some()
+    })
+    .await
+    .promoted_at_ms
+}
+
+/// Moves lease time to `ms` and waits until the leader's expiry loop has acted on it: every
+/// lease due at or before `ms` has been expired, in the log and on the leader, when this returns.
+async fn advance_to(cluster: &TestCluster, clock: &ManualClock, leader: u64, ms: u64) {
+    clock.set(Duration::from_millis(ms));
+    lessor_reaches(cluster, leader, &format!("checked lease time {ms}"), |p| {
+        p.primary_term.is_some() && p.checked_ms >= ms
+    })
+    .await;
+}
+
+/// Whether the lease and its keys exist, read on the leader; they must come and go together.
+fn lease_and_keys(cluster: &TestCluster, node: u64, lease: u64) -> bool {
+    let (lease_live, a, b) = cluster.node(node).state().read(|d| {
+        (
+            d.state.lease(lease, false).is_some(),
+            d.state.get(b"worker/a").is_some(),
+            d.state.get(b"worker/b").is_some(),
+        )
+    });
+    assert!(
+        lease_live == a && a == b,
+        "a lease and its keys must disappear in one step: lease {lease_live}, keys {a} {b}"
+    );
+    lease_live
+}
+
+async fn grant_with_keys(cluster: &TestCluster) -> (zaris_client::Client, u64) {
     let client = cluster.client(&cluster.running()).await;
-    let sent = Instant::now();
     let lease = client
-        .grant(Duration::from_millis(MIN_TTL_MS))
+        .grant(Duration::from_millis(TTL_MS))
         .await
         .expect("grant");
     let mut revision = 0;
@@ -51,94 +100,126 @@ async fn grant_with_keys(cluster: &TestCluster) -> (zaris_client::Client, u64, I
             .expect("put");
         revision = put.revision;
     }
-    // Observers check that the keys go with the lease, so every node must have them first.
+    // Keys must be everywhere before anyone checks that they go with the lease.
     cluster.wait_applied(revision).await;
-    (client, lease.id, sent)
+    (client, lease.id)
 }
 
+/// Never early, and not a lease-millisecond late: granted at T, a lease with TTL `ttl` is there
+/// at T + ttl - 1 and gone, keys with it, once the leader has looked at T + ttl. Followers'
+/// lessors see the same clock and expire nothing themselves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unrenewed_lease_expires_after_its_ttl_and_not_much_later() {
-    let cluster = TestCluster::start(3).await;
-    let leader = cluster.leader().await;
-    let observer = cluster.followers(leader)[0];
-    let (client, lease, _) = grant_with_keys(&cluster).await;
-    // Renew once; the bounds count from when this renewal was sent.
-    let sent = Instant::now();
-    let renewed = client.keep_alive_once([lease]).await.expect("renew");
-    assert_eq!(renewed.renewed.len(), 1);
-    let gone = wait_until_expired(&cluster, observer, lease).await;
-    let elapsed_ms = gone.duration_since(sent).as_millis() as u64;
-    println!(
-        "expiry timing: ttl {MIN_TTL_MS} ms, keys gone {elapsed_ms} ms after the renew was sent"
-    );
+async fn an_unrenewed_lease_expires_exactly_at_its_deadline() {
+    let clock = Arc::new(ManualClock::default());
+    let (cluster, leader) = cluster_on(&clock).await;
+    let (_client, lease) = grant_with_keys(&cluster).await;
+    let deadline_ms = START_MS + TTL_MS;
+
+    advance_to(&cluster, &clock, leader, deadline_ms - 1).await;
+    assert!(lease_and_keys(&cluster, leader, lease), "expired early");
+
+    advance_to(&cluster, &clock, leader, deadline_ms).await;
     assert!(
-        elapsed_ms >= MIN_TTL_MS,
-        "expired early: {elapsed_ms} ms < TTL"
+        !lease_and_keys(&cluster, leader, lease),
+        "not expired at its deadline"
     );
+    let revision = cluster
+        .node(leader)
+        .state()
+        .read(|d| d.state.last_applied());
+    cluster.wait_applied(revision).await;
+    for follower in cluster.followers(leader) {
+        assert!(!lease_and_keys(&cluster, follower, lease));
+        let progress = *cluster.node(follower).lessor_progress().borrow();
+        assert_eq!(
+            progress.primary_term, None,
+            "a follower's lessor is never primary"
+        );
+    }
+    cluster.shutdown().await;
+}
+
+/// A renewal restarts the TTL from the lease time at which it applied, exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_restarts_the_ttl_from_when_it_applied() {
+    let clock = Arc::new(ManualClock::default());
+    let (cluster, leader) = cluster_on(&clock).await;
+    let (client, lease) = grant_with_keys(&cluster).await;
+
+    let renewed_at_ms = START_MS + TTL_MS - 1;
+    advance_to(&cluster, &clock, leader, renewed_at_ms).await;
+    let renewal = client.keep_alive_once([lease]).await.expect("renew");
+    assert_eq!(renewal.renewed.len(), 1, "renewed before its deadline");
+
+    // The first deadline passes: nothing happens.
+    advance_to(&cluster, &clock, leader, renewed_at_ms + TTL_MS - 1).await;
     assert!(
-        elapsed_ms <= MIN_TTL_MS + ELECTION_TIMEOUT_MS + MARGIN_MS,
-        "expired too late: {elapsed_ms} ms"
+        lease_and_keys(&cluster, leader, lease),
+        "expired before the renewed deadline"
     );
-    // No resurrection.
+    advance_to(&cluster, &clock, leader, renewed_at_ms + TTL_MS).await;
+    assert!(
+        !lease_and_keys(&cluster, leader, lease),
+        "outlived the renewed deadline"
+    );
     let after = client
         .keep_alive_once([lease])
         .await
         .expect("renew after expiry");
-    assert_eq!(after.not_found, vec![lease]);
-    assert!(
-        client
-            .time_to_live(lease, false)
-            .await
-            .expect("ttl")
-            .is_none()
+    assert_eq!(
+        after.not_found,
+        vec![lease],
+        "an expired lease is never revived"
     );
     cluster.shutdown().await;
 }
 
+/// The promotion rule, exactly: the new leader, promoted at lease time P, keeps every lease
+/// until max(deadline, P) + one election timeout, and expires it then.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn expiry_bounds_hold_across_a_leader_change() {
-    let mut cluster = TestCluster::start(3).await;
-    let leader = cluster.leader().await;
-    let (client, lease, _) = grant_with_keys(&cluster).await;
-    let sent = Instant::now();
-    client.keep_alive_once([lease]).await.expect("renew");
+async fn a_new_leader_extends_every_lease_by_one_election_timeout() {
+    let clock = Arc::new(ManualClock::default());
+    let (mut cluster, leader) = cluster_on(&clock).await;
+    let (_client, lease) = grant_with_keys(&cluster).await;
+    let deadline_ms = START_MS + TTL_MS;
+
+    // Lease time stands still at half the TTL while the leader dies and another takes over.
+    advance_to(&cluster, &clock, leader, START_MS + TTL_MS / 2).await;
     cluster.stop(leader).await;
-    let observer = cluster.running()[0];
-    let gone = wait_until_expired(&cluster, observer, lease).await;
-    let elapsed_ms = gone.duration_since(sent).as_millis() as u64;
-    println!(
-        "expiry timing across failover: ttl {MIN_TTL_MS} ms, election timeout \
-         {ELECTION_TIMEOUT_MS} ms, keys gone {elapsed_ms} ms after the renew was sent"
-    );
+    let successor = cluster.leader().await;
+    let promoted_at_ms = primary(&cluster, successor).await;
+    assert_eq!(promoted_at_ms, START_MS + TTL_MS / 2);
+    let extended_ms = deadline_ms.max(promoted_at_ms) + ELECTION_TIMEOUT_MS;
+
+    // Past the old deadline, within the extension: still there.
+    advance_to(&cluster, &clock, successor, extended_ms - 1).await;
     assert!(
-        elapsed_ms >= MIN_TTL_MS,
-        "expired early: {elapsed_ms} ms < TTL"
+        lease_and_keys(&cluster, successor, lease),
+        "the new leader expired a lease before its extension ran out"
     );
+    advance_to(&cluster, &clock, successor, extended_ms).await;
     assert!(
-        elapsed_ms <= MIN_TTL_MS + 2 * ELECTION_TIMEOUT_MS + MARGIN_MS,
-        "expired too late: {elapsed_ms} ms"
+        !lease_and_keys(&cluster, successor, lease),
+        "the new leader kept a lease past its extended deadline"
     );
     cluster.shutdown().await;
 }
 
+/// A lease renewed all along outlives many TTLs (lease time moves a third of a TTL per renewal).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renewed_lease_does_not_expire() {
-    let cluster = TestCluster::start(3).await;
-    cluster.leader().await;
-    let (client, lease, _) = grant_with_keys(&cluster).await;
-    let until = Instant::now() + Duration::from_millis(3 * MIN_TTL_MS);
-    while Instant::now() < until {
+    let clock = Arc::new(ManualClock::default());
+    let (cluster, leader) = cluster_on(&clock).await;
+    let (client, lease) = grant_with_keys(&cluster).await;
+    let mut now_ms = START_MS;
+    for _ in 0..10 {
+        now_ms += TTL_MS / 3;
+        advance_to(&cluster, &clock, leader, now_ms).await;
         let renewed = client.keep_alive_once([lease]).await.expect("renew");
         assert_eq!(renewed.renewed.len(), 1, "a renewed lease was lost");
-        tokio::time::sleep(Duration::from_millis(MIN_TTL_MS / 4)).await;
     }
-    assert!(
-        client
-            .time_to_live(lease, false)
-            .await
-            .expect("ttl")
-            .is_some()
-    );
+    assert!(now_ms >= START_MS + 3 * TTL_MS);
+    assert!(lease_and_keys(&cluster, leader, lease));
     cluster.shutdown().await;
 }
 

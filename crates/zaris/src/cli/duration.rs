@@ -60,17 +60,39 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
-/// Formats milliseconds for people: `250ms`, `1.5s`, `10s`, `90s`, `2m`, `1h`.
+/// Formats milliseconds for people, in the units `parse_duration` reads: `250ms`, `1.5s`,
+/// `10s`, `2m`, `1m30s`, `2h`, `167h59m26.362s`. Exact (a value reads back as itself), and a
+/// duration of hours reads in hours whatever its last digits, so a TTL of `168h` and its remaining
+/// time `167h59m26.362s` can be compared at a glance.
 pub(crate) fn format_ms(ms: u64) -> String {
     const HOUR: u64 = 3_600_000;
     const MINUTE: u64 = 60_000;
     if ms < 1_000 {
-        format!("{ms}ms")
-    } else if ms.is_multiple_of(HOUR) {
-        format!("{}h", ms / HOUR)
-    } else if ms.is_multiple_of(MINUTE) {
-        format!("{}m", ms / MINUTE)
-    } else if ms.is_multiple_of(1_000) {
+        return format!("{ms}ms");
+    }
+    let (hours, rest) = (ms / HOUR, ms % HOUR);
+    let (minutes, rest) = (rest / MINUTE, rest % MINUTE);
+    let mut out = String::new();
+    if hours > 0 {
+        out.push_str(&format!("{hours}h"));
+    }
+    if minutes > 0 {
+        out.push_str(&format!("{minutes}m"));
+    }
+    // Under a minute, and not whole minutes: seconds (90s reads better as 1m30s only once
+    // minutes are involved anyway).
+    if hours == 0 && minutes == 1 && rest > 0 {
+        return format_seconds(MINUTE + rest);
+    }
+    if rest > 0 {
+        out.push_str(&format_seconds(rest));
+    }
+    out
+}
+
+/// `ms` as seconds with up to three decimals: `1s`, `1.5s`, `26.362s`.
+fn format_seconds(ms: u64) -> String {
+    if ms.is_multiple_of(1_000) {
         format!("{}s", ms / 1_000)
     } else {
         let text = format!("{}.{:03}", ms / 1_000, ms % 1_000);
@@ -130,5 +152,14 @@ mod tests {
         assert_eq!(format_ms(90_000), "90s");
         assert_eq!(format_ms(120_000), "2m");
         assert_eq!(format_ms(7_200_000), "2h");
+        assert_eq!(format_ms(150_000), "2m30s");
+        assert_eq!(format_ms(3_690_500), "1h1m30.5s");
+        // A week's TTL and what remains of it read in the same units.
+        assert_eq!(format_ms(604_800_000), "168h");
+        assert_eq!(format_ms(604_766_362), "167h59m26.362s");
+        for value in [1_500, 90_000, 150_000, 3_690_500, 604_766_362, 7_200_001] {
+            let text = format_ms(value);
+            assert_eq!(ms(&text), u128::from(value), "{text} reads back");
+        }
     }
 }

@@ -18,6 +18,10 @@
 //! is lost, which is before the cluster can expire it; but CMD can outlive that by up to
 //! [`KILL_GRACE`], so writes that must not come from a former holder need the fencing token.
 //!
+//! If zaris itself is killed with SIGKILL, nothing stops CMD or its children: they run on without
+//! the lock once the lease expires. Only the fencing token protects against that (and a
+//! supervisor that kills the whole process group or cgroup); docs/api.md says so.
+//!
 //! Signals are sent with the system's `kill` program (the crate has no `unsafe` and no libc
 //! binding); if that fails, CMD is killed with SIGKILL at once.
 

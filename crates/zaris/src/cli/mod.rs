@@ -91,12 +91,23 @@ pub enum Command {
     #[command(subcommand, after_help = "Example: zaris lease grant --ttl 10s")]
     Lease(LeaseCmd),
     /// Write a key, optionally bound to a lease.
-    #[command(after_help = "Example: zaris put service/api 10.0.0.5:8080 --lease 7")]
+    #[command(
+        after_help = "Example: zaris put service/api 10.0.0.5:8080 --lease 7\n\
+                      The value from a file, or from standard input:\n  \
+                      zaris put config/app --value-file app.json\n  \
+                      tar c dir | zaris put blobs/dir --value-file -"
+    )]
     Put {
         /// The key.
         key: String,
-        /// The value.
-        value: String,
+        /// The value (or use --value-file).
+        #[arg(required_unless_present = "value_file", conflicts_with = "value_file")]
+        value: Option<String>,
+        /// Read the value from this file, as bytes; `-` reads standard input. For values that
+        /// are binary or too long for an argument (the cluster's limit is max_value_bytes,
+        /// 1 MiB by default).
+        #[arg(long, value_name = "PATH")]
+        value_file: Option<std::path::PathBuf>,
         /// Bind the key to this lease: it is deleted when the lease ends.
         #[arg(long, value_name = "ID", value_parser = clap::value_parser!(u64).range(1..))]
         lease: Option<u64>,
@@ -151,7 +162,9 @@ const LOCK_HELP: &str = "Example: zaris lock backup --ttl 10s -- ./backup.sh --f
 With CMD, zaris runs it with ZARIS_LOCK_NAME, ZARIS_LOCK_TOKEN, ZARIS_LEASE_ID and
 ZARIS_ENDPOINTS in its environment, forwards SIGINT and SIGTERM to it, and when it exits
 releases the lock, revokes the lease and exits with CMD's exit code. If the lease is lost
-while CMD runs, CMD gets SIGTERM (SIGKILL 5s later) and zaris exits 1.";
+while CMD runs, CMD gets SIGTERM (SIGKILL 5s later) and zaris exits 1. If zaris itself is
+killed with SIGKILL, CMD and its children keep running without the lock: fence CMD's writes
+with $ZARIS_LOCK_TOKEN (zaris txn --guard NAME:TOKEN).";
 
 const TXN_HELP: &str = "Example: zaris txn --if \"svc/leader version = 0\" \\
     --then \"put svc/leader node-a --lease 7\" --else \"get svc/leader\"
@@ -291,7 +304,7 @@ pub enum MemberCmd {
         /// Node id of the new member (non-zero, never used before).
         #[arg(value_parser = clap::value_parser!(u64).range(1..))]
         id: u64,
-        /// The new member's address (host:port) for clients and peers.
+        /// The new member's address (ip:port) for clients and peers.
         address: String,
         /// Leave it a learner (non-voting); promote later with `zaris member promote`.
         #[arg(long)]
@@ -376,6 +389,30 @@ impl Command {
     }
 }
 
+/// Most bytes `--value-file` reads: far above any sensible `max_value_bytes` (1 MiB by default),
+/// low enough that a wrong file (or an endless pipe) cannot exhaust memory.
+const MAX_VALUE_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The value of `put --value-file PATH` (`-`: standard input), as bytes.
+fn read_value(path: &std::path::Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut value = Vec::new();
+    let limit = MAX_VALUE_FILE_BYTES + 1;
+    let read = if path == std::path::Path::new("-") {
+        std::io::stdin().lock().take(limit).read_to_end(&mut value)
+    } else {
+        std::fs::File::open(path).and_then(|file| file.take(limit).read_to_end(&mut value))
+    };
+    read.map_err(|err| anyhow!("cannot read the value from {}: {err}", path.display()))?;
+    if value.len() as u64 > MAX_VALUE_FILE_BYTES {
+        bail!(
+            "the value in {} is larger than {MAX_VALUE_FILE_BYTES} bytes",
+            path.display()
+        );
+    }
+    Ok(value)
+}
+
 /// Runs one client subcommand. The error, if any, is one line meant to be printed after
 /// "error: ".
 pub async fn run(global: GlobalOpts, command: Command) -> Result<()> {
@@ -396,9 +433,18 @@ pub async fn run(global: GlobalOpts, command: Command) -> Result<()> {
         Command::Put {
             key,
             value,
+            value_file,
             lease,
             prev_kv,
-        } => cli.put(key, value, lease, prev_kv).await,
+        } => {
+            let value = match (value, value_file) {
+                (Some(value), _) => value.into_bytes(),
+                (None, Some(path)) => read_value(&path)?,
+                // clap requires one of the two.
+                (None, None) => bail!("a value or --value-file is required"),
+            };
+            cli.put(key, value, lease, prev_kv).await
+        }
         Command::Get { key, prefix, limit } => cli.get(key, prefix, limit).await,
         Command::Del { key, prefix } => cli.del(key, prefix).await,
         Command::Watch(args) => cli.watch(args).await,
@@ -670,7 +716,7 @@ impl Cli {
     async fn put(
         &self,
         key: String,
-        value: String,
+        value: Vec<u8>,
         lease: Option<u64>,
         prev_kv: bool,
     ) -> Result<()> {
@@ -810,12 +856,26 @@ mod tests {
         match parse(&["put", "k", "v", "--lease", "7", "--prev-kv"]).map(|c| c.command) {
             Ok(Top::Client(Command::Put {
                 key,
-                value,
+                value: Some(value),
+                value_file: None,
                 lease: Some(7),
                 prev_kv: true,
             })) => assert_eq!((key.as_str(), value.as_str()), ("k", "v")),
             other => panic!("parsed as {other:?}"),
         }
+        match parse(&["put", "k", "--value-file", "-"]).map(|c| c.command) {
+            Ok(Top::Client(Command::Put {
+                value: None,
+                value_file: Some(path),
+                ..
+            })) => assert_eq!(path, std::path::Path::new("-")),
+            other => panic!("parsed as {other:?}"),
+        }
+        assert!(parse(&["put", "k"]).is_err(), "a value is required");
+        assert!(
+            parse(&["put", "k", "v", "--value-file", "f"]).is_err(),
+            "a value and a value file conflict"
+        );
         match parse(&["member", "add", "4", "127.0.0.1:7004", "--learner"]).map(|c| c.command) {
             Ok(Top::Client(Command::Member(MemberCmd::Add {
                 id: 4,

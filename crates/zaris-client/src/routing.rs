@@ -1,0 +1,290 @@
+//! Where an attempt goes after a failure: the one routing policy of the client, for unary calls
+//! ([`Client::call`](crate::Client)), the background keepalive stream and watch streams.
+//!
+//! A NOT_LEADER answer naming the leader's address is followed at once (the address is cached,
+//! and added to the endpoints if new); after a full round of redirects in a row (members with
+//! stale views can bounce a call between them) the next one waits a backoff. Failures another
+//! member may not have (connection refused or reset, NO_LEADER, a member shutting down or
+//! failed, a timeout) move away from the endpoint after a jittered, doubling backoff, and never
+//! sooner than the server's `retry_after_ms`. Anything else is final.
+
+use std::time::Duration;
+
+use tonic::Code;
+use zaris_proto::v1::ErrorCode;
+
+use crate::backoff::{Backoff, jitter};
+use crate::client::ClientOptions;
+use crate::endpoint::Endpoints;
+use crate::error::RpcError;
+
+/// What the retry loop does after a failed attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Disposition {
+    /// Resend at once to the Raft leader at this address ("host:port").
+    Redirect(String),
+    /// Resend to the next endpoint after a backoff.
+    Rotate,
+    /// Give up: the error is final.
+    Fail,
+}
+
+/// Classifies a failed attempt (before considering idempotence).
+pub(crate) fn disposition(err: &RpcError) -> Disposition {
+    if let Some(detail) = err.detail() {
+        return match ErrorCode::try_from(detail.code) {
+            Ok(ErrorCode::NotLeader) if !detail.raft_leader_address.is_empty() => {
+                Disposition::Redirect(detail.raft_leader_address.clone())
+            }
+            // INTERNAL and NODE_FAILED say this member is broken, not the request: another
+            // member may serve it (a failed leader is replaced within an election timeout).
+            Ok(
+                ErrorCode::NotLeader
+                | ErrorCode::NoLeader
+                | ErrorCode::LeadershipLost
+                | ErrorCode::ShuttingDown
+                | ErrorCode::Timeout
+                | ErrorCode::NodeFailed
+                | ErrorCode::Internal,
+            ) => Disposition::Rotate,
+            // A code this client does not know, on a status that says "try elsewhere".
+            _ if err.code() == Code::Unavailable => Disposition::Rotate,
+            _ => Disposition::Fail,
+        };
+    }
+    // No Zaris detail: the transport (connection refused, reset or broken mid-stream by a member
+    // that died, our own timeout) or a proxy. Another member may answer.
+    match err.code() {
+        Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Internal => {
+            Disposition::Rotate
+        }
+        _ if err.is_connect_failure() || err.is_transport_failure() => Disposition::Rotate,
+        _ => Disposition::Fail,
+    }
+}
+
+/// What to do after a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Try again (the endpoints now point where it should go) after this delay (zero: at once).
+    Retry(Duration),
+    /// The error is final.
+    GiveUp,
+}
+
+/// The routing state of one call or one stream: its backoff and its run of redirects.
+#[derive(Debug, Clone)]
+pub(crate) struct Router {
+    backoff: Backoff,
+    initial: Duration,
+    max: Duration,
+    redirects_in_a_row: usize,
+}
+
+impl Router {
+    pub(crate) fn new(options: &ClientOptions) -> Self {
+        Router {
+            backoff: Backoff::new(options.initial_backoff, options.max_backoff),
+            initial: options.initial_backoff,
+            max: options.max_backoff,
+            redirects_in_a_row: 0,
+        }
+    }
+
+    /// The attempt at endpoint `index` succeeded: remember the endpoint, start backoff over.
+    pub(crate) fn succeeded(&mut self, endpoints: &Endpoints, index: usize) {
+        endpoints.succeeded(index);
+        self.backoff = Backoff::new(self.initial, self.max);
+        self.redirects_in_a_row = 0;
+    }
+
+    /// The attempt at endpoint `index` failed with `err`: where the next one goes, and when.
+    pub(crate) fn failed(&mut self, endpoints: &Endpoints, index: usize, err: &RpcError) -> Next {
+        match disposition(err) {
+            Disposition::Fail => Next::GiveUp,
+            Disposition::Redirect(address) => match endpoints.redirect(&address) {
+                Some(leader) if leader != index => {
+                    self.redirects_in_a_row += 1;
+                    tracing::debug!(from = index, to = %address, "redirected to the Raft leader");
+                    if self.redirects_in_a_row <= endpoints.len() {
+                        Next::Retry(Duration::ZERO)
+                    } else {
+                        Next::Retry(self.backoff_delay(err))
+                    }
+                }
+                // Redirected to where it was sent, or to an unusable address: try others.
+                _ => self.rotate(endpoints, index, err),
+            },
+            Disposition::Rotate => {
+                self.redirects_in_a_row = 0;
+                self.rotate(endpoints, index, err)
+            }
+        }
+    }
+
+    /// Moves away from endpoint `index` after a backoff, whatever the error (for a stream that
+    /// must go on, such as the background keepalive).
+    pub(crate) fn rotate(&mut self, endpoints: &Endpoints, index: usize, err: &RpcError) -> Next {
+        endpoints.failed(index);
+        Next::Retry(self.backoff_delay(err))
+    }
+
+    /// The next backoff delay (jittered, at least the server's `retry_after_ms`).
+    pub(crate) fn backoff_delay(&mut self, err: &RpcError) -> Duration {
+        self.next_backoff().max(err.retry_after())
+    }
+
+    /// The next backoff delay, jittered, when no error says more.
+    pub(crate) fn next_backoff(&mut self) -> Duration {
+        jitter(self.backoff.next_delay())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tonic::Status;
+    use zaris_proto::v1::{ErrorDetail, Outcome};
+
+    use super::*;
+
+    fn rpc(status: Status) -> RpcError {
+        RpcError::from_status(&status, "127.0.0.1:7001")
+    }
+
+    // Statuses as a server sends them (zaris-proto only encodes; the server builds its own).
+    fn not_leader(raft_leader_id: u64, raft_leader_address: &str) -> Status {
+        let mut detail = ErrorDetail::new(
+            ErrorCode::NotLeader,
+            Outcome::Definite,
+            format!(
+                "not the Raft leader; the Raft leader is node {raft_leader_id} at \
+                 {raft_leader_address}"
+            ),
+        );
+        detail.raft_leader_id = raft_leader_id;
+        detail.raft_leader_address = raft_leader_address.into();
+        detail.into_status()
+    }
+
+    fn no_leader() -> Status {
+        ErrorDetail::new(
+            ErrorCode::NoLeader,
+            Outcome::Definite,
+            "no Raft leader is known; retry later, preferably on another member",
+        )
+        .into_status()
+    }
+
+    fn invalid_argument(message: &str) -> Status {
+        ErrorDetail::new(ErrorCode::InvalidArgument, Outcome::Definite, message).into_status()
+    }
+
+    fn limit_exceeded(name: &str, limit: u64, actual: u64) -> Status {
+        ErrorDetail::new(
+            ErrorCode::LimitExceeded,
+            Outcome::Definite,
+            format!("limit {name} exceeded: {actual} > {limit}"),
+        )
+        .with_limit(name, limit, actual)
+        .into_status()
+    }
+
+    #[test]
+    fn not_leader_with_address_redirects() {
+        assert_eq!(
+            disposition(&rpc(not_leader(2, "127.0.0.1:7002"))),
+            Disposition::Redirect("127.0.0.1:7002".into())
+        );
+    }
+
+    #[test]
+    fn leaderless_and_transport_failures_rotate() {
+        assert_eq!(disposition(&rpc(no_leader())), Disposition::Rotate);
+        assert_eq!(disposition(&rpc(not_leader(2, ""))), Disposition::Rotate);
+        assert_eq!(
+            disposition(&rpc(Status::unavailable("tcp connect error"))),
+            Disposition::Rotate
+        );
+        assert_eq!(
+            disposition(&RpcError::timed_out(Duration::from_secs(1), "h:1")),
+            Disposition::Rotate
+        );
+        let lost = ErrorDetail::new(ErrorCode::LeadershipLost, Outcome::Indeterminate, "lost");
+        assert_eq!(disposition(&rpc(lost.into_status())), Disposition::Rotate);
+    }
+
+    /// Issue 9, item 5: a member whose Raft failed answered INTERNAL forever, and a client that
+    /// cached it as the leader never moved on.
+    #[test]
+    fn a_broken_member_is_rotated_away_from() {
+        for code in [ErrorCode::NodeFailed, ErrorCode::Internal] {
+            let broken = ErrorDetail::new(code, Outcome::Indeterminate, "raft stopped");
+            assert_eq!(disposition(&rpc(broken.into_status())), Disposition::Rotate);
+        }
+        assert_eq!(
+            disposition(&rpc(Status::internal("boom"))),
+            Disposition::Rotate
+        );
+    }
+
+    #[test]
+    fn request_errors_are_final() {
+        assert_eq!(
+            disposition(&rpc(invalid_argument("empty key"))),
+            Disposition::Fail
+        );
+        assert_eq!(
+            disposition(&rpc(limit_exceeded("max_key_bytes", 10, 20))),
+            Disposition::Fail
+        );
+        let missing = ErrorDetail::new(ErrorCode::MemberNotFound, Outcome::Definite, "no 9");
+        assert_eq!(disposition(&rpc(missing.into_status())), Disposition::Fail);
+    }
+
+    /// A redirect is followed at once, once per endpoint in a row; then it backs off, and a
+    /// failure to connect moves on after a backoff.
+    #[tokio::test]
+    async fn redirects_are_followed_at_once_until_a_round_is_done() {
+        let options = ClientOptions::default()
+            .with_backoff(Duration::from_millis(40), Duration::from_millis(40));
+        let endpoints = match Endpoints::new(
+            vec![
+                crate::endpoint::parse_endpoint("127.0.0.1:7001").expect("endpoint"),
+                crate::endpoint::parse_endpoint("127.0.0.1:7002").expect("endpoint"),
+            ],
+            Duration::from_secs(1),
+        ) {
+            Ok(endpoints) => endpoints,
+            Err(err) => panic!("{err}"),
+        };
+        let mut router = Router::new(&options);
+        let to_2 = rpc(not_leader(2, "127.0.0.1:7002"));
+        let to_1 = rpc(not_leader(1, "127.0.0.1:7001"));
+        assert_eq!(
+            router.failed(&endpoints, 0, &to_2),
+            Next::Retry(Duration::ZERO)
+        );
+        assert_eq!(
+            router.failed(&endpoints, 1, &to_1),
+            Next::Retry(Duration::ZERO)
+        );
+        // A third redirect in a row on two endpoints: bouncing; wait.
+        match router.failed(&endpoints, 0, &to_2) {
+            Next::Retry(delay) => assert!(delay >= Duration::from_millis(20), "{delay:?}"),
+            Next::GiveUp => panic!("gave up on a redirect"),
+        }
+        router.succeeded(&endpoints, 1);
+        assert_eq!(
+            router.failed(&endpoints, 0, &to_2),
+            Next::Retry(Duration::ZERO)
+        );
+        assert_eq!(
+            router.failed(&endpoints, 0, &rpc(invalid_argument("empty key"))),
+            Next::GiveUp
+        );
+        match router.failed(&endpoints, 1, &rpc(no_leader())) {
+            Next::Retry(delay) => assert!(delay >= Duration::from_millis(20), "{delay:?}"),
+            Next::GiveUp => panic!("gave up on NO_LEADER"),
+        }
+    }
+}
