@@ -229,14 +229,14 @@ fn build_config(args: &ServeArgs) -> anyhow::Result<(NodeConfig, Option<PathBuf>
     Ok((config, args.ready_file.clone().or(file.ready_file)))
 }
 
-/// The log filter unless `RUST_LOG` says otherwise. openraft's replication module warns on every
-/// failed RPC to a peer (a dead peer: a line per heartbeat, 10-20 a second); Zaris reports peer
-/// reachability itself, rate-limited (`network.rs`), so that module is kept to errors. Its
-/// submodules, which warn about real trouble (a storage contract violation, a snapshot that
-/// cannot be read), keep their warnings.
-const DEFAULT_LOG_FILTER: &str = "info,openraft=warn,openraft::replication=error,\
-    openraft::replication::stream_state=warn,openraft::replication::snapshot_transmitter=warn,\
-    openraft::replication::replication_handle=warn";
+/// The log filter unless `RUST_LOG` says otherwise. openraft's heartbeat worker and replication
+/// module warn on every failed RPC to a peer (a dead peer: a line per heartbeat, about ten a
+/// second); Zaris reports peer reachability itself, rate-limited (`network.rs`), so those two are
+/// kept to errors. The replication submodules that warn about real trouble (a storage contract
+/// violation, a snapshot that cannot be read) keep their warnings.
+const DEFAULT_LOG_FILTER: &str = "info,openraft=warn,openraft::core::heartbeat=error,\
+    openraft::replication=error,openraft::replication::stream_state=warn,\
+    openraft::replication::snapshot_transmitter=warn,openraft::replication::replication_handle=warn";
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
