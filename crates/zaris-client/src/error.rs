@@ -364,30 +364,7 @@ impl std::error::Error for RpcError {}
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    // Statuses as a server sends them (zaris-proto only encodes; the server builds its own).
-    fn not_leader(raft_leader_id: u64, raft_leader_address: &str) -> Status {
-        let mut detail = ErrorDetail::new(
-            ErrorCode::NotLeader,
-            Outcome::Definite,
-            format!(
-                "not the Raft leader; the Raft leader is node {raft_leader_id} at \
-                 {raft_leader_address}"
-            ),
-        );
-        detail.raft_leader_id = raft_leader_id;
-        detail.raft_leader_address = raft_leader_address.into();
-        detail.into_status()
-    }
-
-    fn no_leader() -> Status {
-        ErrorDetail::new(
-            ErrorCode::NoLeader,
-            Outcome::Definite,
-            "no Raft leader is known; retry later, preferably on another member",
-        )
-        .into_status()
-    }
+    use crate::test_support::{no_leader, not_leader};
 
     #[test]
     fn not_leader_status_is_definite_and_carries_the_leader() {

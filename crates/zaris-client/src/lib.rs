@@ -57,6 +57,8 @@ mod lock_guard;
 mod presence;
 mod queue_place;
 mod routing;
+#[cfg(test)]
+mod test_support;
 mod watch;
 
 pub use client::{

@@ -216,20 +216,17 @@ impl ExpiryLoop {
                 Ok(reply) => match &reply.response {
                     Ok(Outcome::Expired { revoked, skipped }) => {
                         // One line per lease, so a lease can be followed by its `lease_id`.
-                        for id in revoked {
+                        let outcomes = revoked.iter().map(|id| (id, "lease expired")).chain(
+                            skipped
+                                .iter()
+                                .map(|id| (id, "lease expiry skipped: renewed or ended meanwhile")),
+                        );
+                        for (id, what) in outcomes {
                             debug!(
                                 node_id = self.node_id,
                                 lease_id = id,
                                 revision = reply.revision,
-                                "lease expired"
-                            );
-                        }
-                        for id in skipped {
-                            debug!(
-                                node_id = self.node_id,
-                                lease_id = id,
-                                revision = reply.revision,
-                                "lease expiry skipped: renewed or ended meanwhile"
+                                "{what}"
                             );
                         }
                         debug!(
