@@ -8,7 +8,7 @@ use zaris_core::{
 };
 use zaris_proto::v1::{self, ResponseHeader};
 
-use super::{check_selector, guard, kv, kvs, page_size, request_id, select, validated};
+use super::{check_selector, guard, kv, kvs, page_size, select, validated};
 use crate::error::ApiError;
 
 /// A core range limit (`u32`, 0 = no limit) from a wire page size.
@@ -68,7 +68,6 @@ pub fn check_read_revision(requested: u64, current: u64) -> Result<(), ApiError>
 
 /// A Put, validated.
 pub fn put_request(request: v1::PutRequest, limits: &Limits) -> Result<Request, ApiError> {
-    let request_id = request_id(request.request_id)?;
     let command = Command::Put {
         key: request.key,
         value: request.value,
@@ -76,13 +75,7 @@ pub fn put_request(request: v1::PutRequest, limits: &Limits) -> Result<Request, 
         guard: guard(request.guard, "")?,
         prev_kv: request.prev_kv,
     };
-    validated(
-        Request {
-            request_id,
-            command,
-        },
-        limits,
-    )
+    validated(request.request_id, command, limits)
 }
 
 /// A DeleteRange, validated.
@@ -90,19 +83,12 @@ pub fn delete_request(
     request: v1::DeleteRangeRequest,
     limits: &Limits,
 ) -> Result<Request, ApiError> {
-    let request_id = request_id(request.request_id)?;
     let command = Command::Delete {
         selector: select(request.key, request.range_end, request.prefix, "")?,
         guard: guard(request.guard, "")?,
         prev_kv: request.prev_kv,
     };
-    validated(
-        Request {
-            request_id,
-            command,
-        },
-        limits,
-    )
+    validated(request.request_id, command, limits)
 }
 
 /// What a Txn's response must look like, recorded by [`txn_request`] for [`txn_response`]: the
@@ -144,7 +130,7 @@ pub fn txn_request(
             actual: ops as u64,
         }));
     }
-    let request_id = request_id(request.request_id)?;
+    let request_id = request.request_id;
     let compares = request
         .compares
         .into_iter()
@@ -159,13 +145,7 @@ pub fn txn_request(
         failure,
         guard: guard(request.guard, "")?,
     };
-    let request = validated(
-        Request {
-            request_id,
-            command: Command::Txn(txn),
-        },
-        limits,
-    )?;
+    let request = validated(request_id, Command::Txn(txn), limits)?;
     Ok((
         request,
         TxnShape {

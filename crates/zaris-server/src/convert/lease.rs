@@ -8,23 +8,17 @@ use zaris_core::{
 };
 use zaris_proto::v1::{self, ResponseHeader};
 
-use super::{request_id, validated};
+use super::validated;
 use crate::error::ApiError;
 use crate::renew::Renewals;
 
 /// A lease Grant, validated (TTL bounds).
 pub fn grant_request(request: v1::LeaseGrantRequest, limits: &Limits) -> Result<Request, ApiError> {
-    let request_id = request_id(request.request_id)?;
-    validated(
-        Request {
-            request_id,
-            command: Command::Grant {
-                id: request.id,
-                ttl_ms: request.ttl_ms,
-            },
-        },
-        limits,
-    )
+    let command = Command::Grant {
+        id: request.id,
+        ttl_ms: request.ttl_ms,
+    };
+    validated(request.request_id, command, limits)
 }
 
 /// A lease Revoke, validated (id 0 is refused).
@@ -32,12 +26,9 @@ pub fn revoke_request(
     request: v1::LeaseRevokeRequest,
     limits: &Limits,
 ) -> Result<Request, ApiError> {
-    let request_id = request_id(request.request_id)?;
     validated(
-        Request {
-            request_id,
-            command: Command::Revoke { id: request.id },
-        },
+        request.request_id,
+        Command::Revoke { id: request.id },
         limits,
     )
 }

@@ -6,20 +6,18 @@ use zaris_core::{
 };
 use zaris_proto::v1::{self, ResponseHeader};
 
-use super::{request_id, validated};
+use super::validated;
 use crate::error::ApiError;
 
 /// A Lock call's LockAcquire, validated. The call's `timeout_ms` is the server's business: see
 /// [`lock_wait_ms`].
 pub fn lock_request(request: v1::LockRequest, limits: &Limits) -> Result<Request, ApiError> {
-    validated(
-        Request::new(Command::LockAcquire {
-            name: request.name,
-            lease: request.lease,
-            wait: request.wait,
-        }),
-        limits,
-    )
+    let command = Command::LockAcquire {
+        name: request.name,
+        lease: request.lease,
+        wait: request.wait,
+    };
+    validated(None, command, limits)
 }
 
 /// How long a Lock call may block for the lock, in milliseconds: 0 without `wait` (then
@@ -41,7 +39,6 @@ pub fn lock_wait_ms(request: &v1::LockRequest, max_lock_wait_ms: u64) -> Result<
 /// An Unlock, validated: token 0 withdraws the lease from the wait queue (core `LockCancel`), any
 /// other token is a fenced release (`LockRelease`).
 pub fn unlock_request(request: v1::UnlockRequest, limits: &Limits) -> Result<Request, ApiError> {
-    let request_id = request_id(request.request_id)?;
     let command = if request.token == 0 {
         Command::LockCancel {
             name: request.name,
@@ -54,13 +51,7 @@ pub fn unlock_request(request: v1::UnlockRequest, limits: &Limits) -> Result<Req
             token: request.token,
         }
     };
-    validated(
-        Request {
-            request_id,
-            command,
-        },
-        limits,
-    )
+    validated(request.request_id, command, limits)
 }
 
 /// A Lock answer: HELD with the token; QUEUED with the queue position; BUSY with the holder; the

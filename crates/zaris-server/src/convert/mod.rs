@@ -144,7 +144,15 @@ fn guard(guard: Option<v1::Guard>, at: &str) -> Result<Option<Guard>, ApiError> 
 }
 
 /// Validates `request` against `limits`, the check the state machine repeats on apply.
-fn validated(request: Request, limits: &Limits) -> Result<Request, ApiError> {
+fn validated(
+    id: Option<v1::RequestId>,
+    command: Command,
+    limits: &Limits,
+) -> Result<Request, ApiError> {
+    let request = Request {
+        request_id: request_id(id)?,
+        command,
+    };
     request.validate(limits).map_err(ApiError::from)?;
     Ok(request)
 }
