@@ -30,6 +30,8 @@ pub struct KeepAliveStream {
     outbound: mpsc::Sender<LeaseKeepAliveRequest>,
     inbound: Streaming<LeaseKeepAliveResponse>,
     failed: bool,
+    /// Renewals sent whose answer has not been read: `next` with none would wait forever.
+    outstanding: usize,
 }
 
 impl Client {
@@ -54,6 +56,7 @@ impl Client {
             outbound,
             inbound,
             failed: false,
+            outstanding: 0,
         })
     }
 }
@@ -71,14 +74,24 @@ impl KeepAliveStream {
         if self.outbound.send(request).await.is_err() {
             return Err(self.ended());
         }
+        self.outstanding += 1;
         Ok(seq)
     }
 
-    /// The next answer, in the order the renewals were sent.
+    /// The next answer, in the order the renewals were sent. With no renewal waiting for an
+    /// answer this is an error at once, not a wait that never ends.
     pub async fn next(&mut self) -> Result<Renewal, Error> {
         self.check_open()?;
+        if self.outstanding == 0 {
+            return Err(Error::InvalidArgument {
+                reason: "no renewal sent on this keepalive stream is waiting for an answer".into(),
+            });
+        }
         match self.inbound.message().await {
-            Ok(Some(response)) => Ok(Renewal::from(response)),
+            Ok(Some(response)) => {
+                self.outstanding -= 1;
+                Ok(Renewal::from(response))
+            }
             Ok(None) => Err(self.ended()),
             Err(status) => {
                 self.failed = true;

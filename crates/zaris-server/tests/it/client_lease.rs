@@ -212,6 +212,10 @@ async fn leader_answers_who_leads_and_a_keepalive_stream_pipelines_renewals() {
     // Three requests in flight before any answer is read; the answers come back in order.
     let mut stream = client.keep_alive_stream().await.expect("stream");
     assert_eq!(stream.endpoint(), cluster.addrs[&leader].to_string());
+    assert!(
+        matches!(stream.next().await, Err(Error::InvalidArgument { .. })),
+        "nothing sent: an answer is never coming"
+    );
     let seqs = [
         stream.send([a]).await.expect("send"),
         stream.send([a, b]).await.expect("send"),
