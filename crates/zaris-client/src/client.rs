@@ -261,7 +261,7 @@ has_header!(
 impl Client {
     /// Connects to the cluster serving at `endpoints` (`host:port` or `http://host:port`), with
     /// default [`ClientOptions`]: tries the endpoints in order until one member answers (any
-    /// member, leader or not), and fails with [`Error::Unreachable`] if none does within
+    /// member, leader or not), and fails with [`Error::Unreachable`] if none does within twice
     /// [`ClientOptions::connect_timeout`] each. Later calls reconnect on their own.
     pub async fn connect(
         endpoints: impl IntoIterator<Item = impl Into<String>>,
@@ -311,11 +311,13 @@ impl Client {
     /// Raft leader seeds the leader cache.
     async fn dial(&self) -> Result<(), Error> {
         let endpoints = &self.inner.endpoints;
+        // A connection, then one Status from a member that has nothing to wait for: twice the
+        // connect timeout is plenty, and keeps "nothing answers" quick to say.
         let timeout = self
             .inner
             .options
             .connect_timeout
-            .saturating_add(self.inner.options.attempt_timeout())
+            .saturating_mul(2)
             .min(self.inner.options.timeout);
         let mut last = None;
         for _ in 0..endpoints.len() {
