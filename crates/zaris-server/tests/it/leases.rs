@@ -3,8 +3,8 @@
 use std::time::{Duration, Instant};
 
 use zaris_client::PutOptions;
-
-use crate::cluster::{ELECTION_TIMEOUT_MS, MIN_TTL_MS, TestCluster, eventually};
+use zaris_testkit::cluster::{ELECTION_TIMEOUT_MS, MIN_TTL_MS, TestCluster};
+use zaris_testkit::eventually;
 
 /// Slack for scheduling on a loaded 2-core CI machine; the bound under test is TTL + election
 /// timeout, and this only absorbs the expiry loop's tick, the commit and test polling.
