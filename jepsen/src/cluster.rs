@@ -6,16 +6,14 @@
 //! directed link can be cut, slowed or reset on its own. Every address is on 127.0.0.1.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use tokio::process::{Child, Command};
 use tokio::time::Instant;
 use zaris_client::MemberKind;
 use zaris_client::{Client, ClientOptions};
+use zaris_testkit::{Serve, ServeProcess};
 
 use crate::proxy::{Link, Shape};
 
@@ -51,12 +49,11 @@ pub struct Spec {
 
 #[derive(Debug)]
 struct Node {
-    child: Option<Child>,
+    process: Option<ServeProcess>,
     paused: bool,
     /// Removed from the membership, killed and wiped: it comes back with `--join` and
     /// `member add`.
     removed: bool,
-    log: PathBuf,
 }
 
 #[derive(Debug)]
@@ -116,14 +113,6 @@ impl Cluster {
     /// for `member add`.
     async fn launch(&mut self, id: u64, join: bool) -> Result<()> {
         let spec = &self.spec;
-        let ready = spec.root.join(format!("node-{id}.ready"));
-        let _ = std::fs::remove_file(&ready);
-        let log = self.log_path(id);
-        let log_file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .with_context(|| format!("opening {}", log.display()))?;
         let initial: Vec<String> = self
             .client_links
             .iter()
@@ -135,63 +124,42 @@ impl Cluster {
             .filter(|((from, _), _)| *from == id)
             .map(|((_, to), link)| format!("{to}={}", link.addr))
             .collect();
-        let mut command = Command::new(&spec.zaris);
-        command
-            .args([
-                "serve",
-                "--node-id",
-                &id.to_string(),
-                "--listen",
-                "127.0.0.1:0",
-            ])
+        // The log is appended to: the checks read every process a node ran, in order.
+        let mut serve = Serve::new(&spec.zaris, id, &spec.root)
+            .append_log()
+            .election_timeout_ms(spec.election_timeout_ms)
+            .heartbeat_ms(spec.heartbeat_ms)
+            .min_ttl_ms(spec.min_ttl_ms)
             .args(["--advertise", &self.client_links[&id].addr.to_string()])
-            .arg("--data-dir")
-            .arg(self.data_dir(id))
-            .arg("--ready-file")
-            .arg(&ready)
             .args(["--peer-override", &overrides.join(",")])
-            .args([
-                "--election-timeout-ms",
-                &spec.election_timeout_ms.to_string(),
-            ])
-            .args(["--heartbeat-ms", &spec.heartbeat_ms.to_string()])
-            .args(["--min-ttl-ms", &spec.min_ttl_ms.to_string()])
-            .env_remove("ZARIS_CONFIG")
-            .env("RUST_BACKTRACE", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log_file)
-            .kill_on_drop(true);
+            .env("RUST_BACKTRACE", "1");
         if join {
-            command.arg("--join");
+            serve = serve.join();
         } else {
-            command.args(["--initial-cluster", &initial.join(",")]);
+            serve = serve.args(["--initial-cluster", &initial.join(",")]);
         }
         if let Some(entries) = spec.snapshot_entries {
-            command.args(["--snapshot-entries", &entries.to_string()]);
+            serve = serve.args(["--snapshot-entries", &entries.to_string()]);
         }
         if let Some(pause_ms) = spec.snapshot_install_pause_ms {
-            command.args(["--snapshot-install-pause-ms", &pause_ms.to_string()]);
+            serve = serve.args(["--snapshot-install-pause-ms", &pause_ms.to_string()]);
         }
         for bug in &spec.bugs {
-            command.args(["--bug", bug]);
+            serve = serve.args(["--bug", bug]);
         }
         if let Some(rate) = spec.clock_rates.get(&id) {
-            command.args(["--clock-rate", &rate.to_string()]);
+            serve = serve.args(["--clock-rate", &rate.to_string()]);
         }
-        let child = command
-            .spawn()
-            .with_context(|| format!("starting {}", spec.zaris.display()))?;
+        let process = serve.start().await?;
+        let addr = process.addr();
         self.nodes.insert(
             id,
             Node {
-                child: Some(child),
+                process: Some(process),
                 paused: false,
                 removed: false,
-                log: log.clone(),
             },
         );
-        let addr = self.wait_ready(id, &ready, &log).await?;
         self.client_links[&id].set_target(addr);
         for ((_, to), link) in &self.peer_links {
             if *to == id {
@@ -202,16 +170,15 @@ impl Cluster {
     }
 
     pub fn is_running(&self, id: u64) -> bool {
-        self.nodes.get(&id).is_some_and(|n| n.child.is_some())
+        self.nodes.get(&id).is_some_and(|n| n.process.is_some())
     }
 
     /// SIGKILL: nothing of the shutdown path runs.
     pub async fn kill(&mut self, id: u64) {
         if let Some(node) = self.nodes.get_mut(&id)
-            && let Some(mut child) = node.child.take()
+            && let Some(mut process) = node.process.take()
         {
-            let _ = child.start_kill();
-            let _ = child.wait().await;
+            process.kill().await;
             node.paused = false;
         }
     }
@@ -308,8 +275,8 @@ impl Cluster {
         let pid = self
             .nodes
             .get(&id)
-            .and_then(|n| n.child.as_ref())
-            .and_then(Child::id)
+            .and_then(|n| n.process.as_ref())
+            .and_then(ServeProcess::pid)
             .and_then(|pid| i32::try_from(pid).ok())
             .and_then(rustix::process::Pid::from_raw);
         if let Some(pid) = pid {
@@ -455,40 +422,14 @@ impl Cluster {
     /// Every node's log text (all the processes it ran, in order), by node.
     pub fn logs(&self) -> BTreeMap<u64, String> {
         self.nodes
-            .iter()
-            .map(|(id, node)| (*id, std::fs::read_to_string(&node.log).unwrap_or_default()))
+            .keys()
+            .map(|id| {
+                (
+                    *id,
+                    std::fs::read_to_string(self.log_path(*id)).unwrap_or_default(),
+                )
+            })
             .collect()
-    }
-}
-
-impl Cluster {
-    async fn wait_ready(&mut self, id: u64, ready: &Path, log: &Path) -> Result<SocketAddr> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(text) = std::fs::read_to_string(ready)
-                && let Ok(addr) = text.trim().parse()
-            {
-                return Ok(addr);
-            }
-            if let Some(child) = self.nodes.get_mut(&id).and_then(|n| n.child.as_mut())
-                && let Ok(Some(status)) = child.try_wait()
-            {
-                let text = std::fs::read_to_string(log).unwrap_or_default();
-                let last = text
-                    .lines()
-                    .rev()
-                    .find(|l| !l.trim().is_empty())
-                    .unwrap_or("");
-                bail!(
-                    "node {id} exited during start ({status}): {last} (see {})",
-                    log.display()
-                );
-            }
-            if Instant::now() >= deadline {
-                bail!("node {id} did not start within 30 s; see {}", log.display());
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
     }
 }
 

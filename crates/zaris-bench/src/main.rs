@@ -3,7 +3,6 @@
 //! Figures, not assertions: tests never assert timings. Run it in release mode:
 //! `cargo run --release -p zaris-bench -- --zaris target/release/zaris`.
 
-mod cluster;
 mod memory;
 mod workloads;
 
@@ -11,6 +10,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use zaris_client::{Client, ClientOptions};
+use zaris_testkit::{Serve, grow_cluster};
+
+/// How long a node may take to start.
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// The workloads' end-to-end bound per call.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Parser, Debug)]
 #[command(about = "Load figures for a local 3-node Zaris cluster")]
@@ -53,15 +59,29 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     runtime.block_on(async {
         let root = tempfile::tempdir()?;
-        let cluster = cluster::Cluster::start(&args.zaris, root.path(), args.nodes).await?;
-        let client = cluster.client().await?;
+        // Node logs stay in the temporary directory: the figures are what this prints.
+        let nodes = grow_cluster(args.nodes, |id| {
+            Serve::new(&args.zaris, id, root.path()).ready_timeout(READY_TIMEOUT)
+        })
+        .await?;
+        let addrs: Vec<String> = nodes.iter().map(|n| n.endpoint().to_owned()).collect();
+        println!(
+            "cluster: {} zaris processes on {}",
+            args.nodes,
+            addrs.join(", ")
+        );
+        let options = ClientOptions::default().with_timeout(CLIENT_TIMEOUT);
+        let client = Client::connect_with(addrs, options).await?;
         let duration = Duration::from_secs(args.seconds);
         workloads::grants(&client, args.clients, duration).await?;
         workloads::puts_with_lease(&client, args.clients, duration).await?;
         workloads::keepalives(&client, args.keepalive_leases, duration).await?;
         workloads::expiry_lag(&client, 200).await?;
         workloads::revoke_burst(&client, args.burst_leases).await?;
-        drop(cluster);
+        // Gone before the temporary directory is removed.
+        for mut node in nodes {
+            node.kill().await;
+        }
         Ok(())
     })
 }

@@ -8,8 +8,9 @@ use tokio::time::Instant;
 use zaris_client::{
     Client, ClientOptions, Error, ExpiredReason, LeaseState, PutOptions, Revocation,
 };
+use zaris_testkit::cluster::TestCluster;
+use zaris_testkit::eventually;
 
-use crate::cluster::{TestCluster, eventually};
 use crate::proxy::Proxy;
 
 /// Polls a client's view of a lease on the cluster.

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use zaris_client::{Election, Error, PutOptions};
-
-use crate::cluster::{TestCluster, eventually};
+use zaris_testkit::cluster::TestCluster;
+use zaris_testkit::eventually;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guards_are_granted_fifo_with_increasing_tokens() {

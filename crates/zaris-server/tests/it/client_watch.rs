@@ -7,8 +7,8 @@ use std::time::Duration;
 use zaris_client::{
     Client, ClientOptions, EventKind, Presence, PresenceEvent, PutOptions, WatchOptions,
 };
+use zaris_testkit::cluster::TestCluster;
 
-use crate::cluster::TestCluster;
 use crate::proxy::Proxy;
 
 const WAIT: Duration = Duration::from_secs(20);

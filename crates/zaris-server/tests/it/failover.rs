@@ -3,8 +3,7 @@
 use std::time::Duration;
 
 use zaris_client::{LockHolder, LockOutcome, PutOptions, RangeOptions};
-
-use crate::cluster::TestCluster;
+use zaris_testkit::cluster::TestCluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_sent_to_a_follower_succeed_through_the_redirect() {

@@ -7,8 +7,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use zaris_client::PutOptions;
 use zaris_server::{MonotonicClock, Node};
-
-use crate::cluster::{config, eventually};
+use zaris_testkit::cluster::{TestCluster, config};
+use zaris_testkit::eventually;
 
 pub async fn get(addr: std::net::SocketAddr, path: &str) -> String {
     let mut socket = tokio::net::TcpStream::connect(addr).await.expect("connect");
@@ -87,7 +87,7 @@ async fn metrics_health_and_readiness_are_served_over_http() {
 /// rotate to members that work.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_whose_raft_failed_fails_its_health_check_and_clients_move_on() {
-    let cluster = crate::cluster::TestCluster::start_configured(3, |c| {
+    let cluster = TestCluster::start_configured(3, |c| {
         c.http_listen = Some("127.0.0.1:0".parse().expect("addr"));
     })
     .await;

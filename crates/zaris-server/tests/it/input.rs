@@ -5,8 +5,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use zaris_client::PutOptions;
 use zaris_proto::v1::ErrorCode;
-
-use crate::cluster::{MIN_TTL_MS, TestCluster};
+use zaris_testkit::cluster::{MIN_TTL_MS, TestCluster};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_clear_errors_and_the_cluster_keeps_serving() {

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use zaris_client::PutOptions;
 use zaris_server::{LessorProgress, ManualClock};
-
-use crate::cluster::{ELECTION_TIMEOUT_MS, MIN_TTL_MS, TestCluster, eventually};
+use zaris_testkit::cluster::{ELECTION_TIMEOUT_MS, MIN_TTL_MS, TestCluster};
+use zaris_testkit::eventually;
 
 /// The lease's TTL in these tests; the cluster's minimum is [`MIN_TTL_MS`].
 const TTL_MS: u64 = 2 * MIN_TTL_MS;

@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use zaris_client::{Error, LockHolder, LockOutcome, PutOptions, UnlockOutcome};
 use zaris_proto::v1::Guard;
-
-use crate::cluster::TestCluster;
+use zaris_testkit::cluster::TestCluster;
 
 /// The fencing token of a lock call that must have been granted.
 fn held(outcome: LockOutcome) -> u64 {
@@ -40,13 +39,13 @@ async fn waiters_get_the_lock_in_order_with_higher_tokens() {
     };
     let b_wait = wait(b);
     // C queues behind B: wait until B is in the queue before C asks.
-    crate::cluster::eventually("B to queue", Duration::from_secs(10), || async {
+    zaris_testkit::eventually("B to queue", Duration::from_secs(10), || async {
         let status = client.lock_status("q").await.ok()?;
         (status.waiters == 1).then_some(())
     })
     .await;
     let c_wait = wait(c);
-    crate::cluster::eventually("C to queue", Duration::from_secs(10), || async {
+    zaris_testkit::eventually("C to queue", Duration::from_secs(10), || async {
         let status = client.lock_status("q").await.ok()?;
         (status.waiters == 2).then_some(())
     })

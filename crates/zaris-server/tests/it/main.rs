@@ -1,10 +1,10 @@
 //! zaris-server's integration tests: real nodes (real Raft, sled, gRPC) on 127.0.0.1 with ports
-//! chosen by the OS, in this process. Tests that need `kill -9` run the binary (crates/zaris).
+//! chosen by the OS, in this process (`zaris_testkit::cluster::TestCluster`). Tests that need
+//! `kill -9` run the binary (crates/zaris).
 
 mod client_lease;
 mod client_lock;
 mod client_watch;
-mod cluster;
 mod failover;
 mod http;
 mod input;

@@ -4,8 +4,7 @@ use std::time::Duration;
 
 use zaris_client::MemberKind;
 use zaris_client::PutOptions;
-
-use crate::cluster::TestCluster;
+use zaris_testkit::cluster::TestCluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_grows_to_five_and_shrinks_back_to_three() {
@@ -143,7 +142,7 @@ async fn a_leader_without_a_quorum_is_not_ready() {
     .await;
     let leader = cluster.leader().await;
     let http = cluster.node(leader).http_addr.expect("http");
-    crate::cluster::eventually(
+    zaris_testkit::eventually(
         "the leader to be ready",
         Duration::from_secs(10),
         || async {
@@ -157,7 +156,7 @@ async fn a_leader_without_a_quorum_is_not_ready() {
     for follower in cluster.followers(leader) {
         cluster.stop(follower).await;
     }
-    let answer = crate::cluster::eventually(
+    let answer = zaris_testkit::eventually(
         "the leader without a quorum to be not ready",
         Duration::from_secs(10),
         || async {

@@ -15,8 +15,8 @@ use zaris_proto::v1::{
     WatchProgressRequest, WatchRequest, WatchResponse, watch_request,
 };
 use zaris_server::NodeConfig;
-
-use crate::cluster::{MIN_TTL_MS, TestCluster, eventually};
+use zaris_testkit::cluster::{MIN_TTL_MS, TestCluster};
+use zaris_testkit::eventually;
 
 /// Generous: the tests wait on conditions, never on how fast a 2-core machine is.
 const WAIT: Duration = Duration::from_secs(20);

@@ -8,7 +8,6 @@
 //! failover. Every step is checked; any broken promise ends the demo with an error. Everything
 //! started is stopped and the directory removed, also on failure or Ctrl-C.
 
-mod nodes;
 pub mod worker;
 
 use std::path::Path;
@@ -22,9 +21,10 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use zaris_client::proto::Guard;
-use zaris_client::{Client, EventKind, LockHolder, Presence, PresenceEvent, PutOptions};
-
-use self::nodes::NodeProc;
+use zaris_client::{
+    Client, ClientOptions, EventKind, LockHolder, Presence, PresenceEvent, PutOptions,
+};
+use zaris_testkit::{Serve, ServeProcess, grow_cluster, try_eventually};
 
 /// The presence group workers join.
 pub const WORKERS_GROUP: &str = "workers";
@@ -36,6 +36,12 @@ pub const LAST_JOB_KEY: &str = "jobs/last";
 const WORKER_TTL_MS: u64 = 3_000;
 /// Longest wait for any single step.
 const STEP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Fast enough for a demo, and a TTL floor above the election timeout as the server requires.
+const ELECTION_TIMEOUT_MS: u64 = 500;
+const HEARTBEAT_MS: u64 = 50;
+const MIN_TTL_MS: u64 = 1_000;
+/// The end-to-end bound of the demo's and the workers' client calls.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Arguments of `zaris demo`.
 #[derive(Args, Debug)]
@@ -108,7 +114,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
 /// Everything the demo started, stopped on the way out whatever happened.
 #[derive(Default)]
 struct Cast {
-    nodes: Vec<NodeProc>,
+    nodes: Vec<ServeProcess>,
     workers: Vec<WorkerProc>,
 }
 
@@ -123,26 +129,42 @@ impl Cast {
     }
 }
 
-fn print_log_tail(node: &NodeProc) {
-    let Ok(text) = std::fs::read_to_string(&node.log) else {
-        return;
-    };
-    let lines: Vec<&str> = text.lines().collect();
-    eprintln!("--- last lines of node {}'s log ---", node.id);
-    for line in &lines[lines.len().saturating_sub(15)..] {
-        eprintln!("{line}");
-    }
+fn print_log_tail(node: &ServeProcess) {
+    eprintln!(
+        "--- last lines of node {}'s log ({}) ---",
+        node.id(),
+        node.log_path().display()
+    );
+    eprintln!("{}", node.log_tail(15));
+}
+
+/// A client for the demo's own calls and the workers'.
+async fn client(endpoints: &[String]) -> Result<Client> {
+    let options = ClientOptions::default().with_timeout(CLIENT_TIMEOUT);
+    Ok(Client::connect_with(endpoints.iter().cloned(), options).await?)
+}
+
+/// Three `zaris serve` processes of this binary in `root`, grown the way an operator would.
+async fn start_nodes(root: &Path) -> Result<Vec<ServeProcess>> {
+    let exe = std::env::current_exe().context("locating the zaris binary")?;
+    grow_cluster(3, |id| {
+        Serve::new(&exe, id, root)
+            .election_timeout_ms(ELECTION_TIMEOUT_MS)
+            .heartbeat_ms(HEARTBEAT_MS)
+            .min_ttl_ms(MIN_TTL_MS)
+    })
+    .await
 }
 
 async fn story(t: &Timeline, root: &Path, cast: &mut Cast) -> Result<()> {
-    cast.nodes = nodes::start_three(root).await?;
-    let endpoints: Vec<String> = cast.nodes.iter().map(|n| n.addr.clone()).collect();
-    let client = nodes::client(&endpoints).await?;
+    cast.nodes = start_nodes(root).await?;
+    let endpoints: Vec<String> = cast.nodes.iter().map(|n| n.endpoint().to_owned()).collect();
+    let client = client(&endpoints).await?;
     let leader = leader_of(&client, 0).await?;
     let listing: Vec<String> = cast
         .nodes
         .iter()
-        .map(|n| format!("{}={}", n.id, n.addr))
+        .map(|n| format!("{}={}", n.id(), n.endpoint()))
         .collect();
     t.say(
         "cluster",
@@ -180,12 +202,11 @@ async fn story(t: &Timeline, root: &Path, cast: &mut Cast) -> Result<()> {
     cast.workers
         .push(WorkerProc::spawn(t, "B", &endpoints).await?);
     cast.workers[1].expect(t, "joined").await?;
-    wait_for(|| async {
+    try_eventually("B to queue for the lock", STEP_TIMEOUT, || async {
         let status = client.lock_status(JOB_LOCK).await.ok()?;
         (status.waiters == 1).then_some(())
     })
-    .await
-    .context("B never queued for the lock")?;
+    .await?;
     t.say("worker B", format!("waiting in line for {JOB_LOCK}"));
     cast.workers[0].expect(t, "job 3").await?;
 
@@ -261,7 +282,7 @@ async fn story(t: &Timeline, root: &Path, cast: &mut Cast) -> Result<()> {
     let index = cast
         .nodes
         .iter()
-        .position(|n| n.id == leader)
+        .position(|n| n.id() == leader)
         .ok_or_else(|| anyhow!("leader {leader} is not one of the demo's nodes"))?;
     cast.nodes[index].kill().await;
     let failed_at = Instant::now();
@@ -310,29 +331,11 @@ async fn story(t: &Timeline, root: &Path, cast: &mut Cast) -> Result<()> {
 
 /// The Raft leader as the cluster reports it, waiting for one other than `not`.
 async fn leader_of(client: &Client, not: u64) -> Result<u64> {
-    wait_for(|| async {
+    try_eventually("a Raft leader", STEP_TIMEOUT, || async {
         let leader = client.leader().await.ok()?.id;
         (leader != not).then_some(leader)
     })
     .await
-    .context("no Raft leader")
-}
-
-async fn wait_for<T, F, Fut>(mut check: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + STEP_TIMEOUT;
-    loop {
-        if let Some(value) = check().await {
-            return Ok(value);
-        }
-        if Instant::now() >= deadline {
-            bail!("timed out after {STEP_TIMEOUT:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 fn parse(text: &str) -> Result<u64> {

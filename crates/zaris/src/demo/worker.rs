@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use zaris_client::{Presence, PutOptions};
 
-use super::{JOB_LOCK, LAST_JOB_KEY, WORKERS_GROUP, nodes};
+use super::{JOB_LOCK, LAST_JOB_KEY, WORKERS_GROUP};
 
 /// How often a worker finishes a job.
 const JOB_INTERVAL: Duration = Duration::from_millis(400);
@@ -50,7 +50,7 @@ async fn stop_requested() {
 pub async fn run(args: WorkerArgs) -> Result<()> {
     let stop = stop_requested();
     tokio::pin!(stop);
-    let client = nodes::client(&args.cluster).await?;
+    let client = super::client(&args.cluster).await?;
     let lease = client
         .lease(Duration::from_millis(args.ttl_ms))
         .await

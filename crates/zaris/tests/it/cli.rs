@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::procs::{NodeProc, client, zaris};
+use crate::procs::{client, runtime, serve, start, zaris};
 
 /// Longest any one `zaris` client command may take in these tests.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
@@ -164,8 +164,9 @@ fn json(text: &str) -> Value {
 #[test]
 fn cli_drives_a_node_with_json_output() {
     let root = tempfile::tempdir().expect("tempdir");
-    let node = NodeProc::start(1, root.path(), "127.0.0.1:0", false);
-    let addr = node.addr.as_str();
+    let runtime = runtime();
+    let node = runtime.block_on(start(serve(1, root.path())));
+    let addr = node.endpoint();
 
     let (ok, out, err) = run(addr, &["lease", "grant", "--ttl", "5s"]);
     assert!(ok, "{err}");
@@ -227,8 +228,9 @@ fn cli_drives_a_node_with_json_output() {
 #[test]
 fn lock_runs_a_command_with_its_token_and_releases_the_lock() {
     let root = tempfile::tempdir().expect("tempdir");
-    let node = NodeProc::start(1, root.path(), "127.0.0.1:0", false);
-    let addr = node.addr.as_str();
+    let runtime = runtime();
+    let node = runtime.block_on(start(serve(1, root.path())));
+    let addr = node.endpoint();
     let token_file = |n: u32| root.path().join(format!("token-{n}"));
     let write_token = |n: u32| format!("echo $ZARIS_LOCK_TOKEN > {}", token_file(n).display());
     let read_token = |n: u32| -> u64 {
@@ -306,8 +308,9 @@ fn lock_runs_a_command_with_its_token_and_releases_the_lock() {
 #[test]
 fn a_lost_lock_terminates_the_command() {
     let root = tempfile::tempdir().expect("tempdir");
-    let node = NodeProc::start(1, root.path(), "127.0.0.1:0", false);
-    let addr = node.addr.as_str();
+    let runtime = runtime();
+    let node = runtime.block_on(start(serve(1, root.path())));
+    let addr = node.endpoint();
     let pid_file = root.path().join("child.pid");
     let script = format!("echo $$ > {}; exec sleep 60", pid_file.display());
     let mut locker = ClientProc::start(
@@ -365,8 +368,9 @@ fn a_lost_lock_terminates_the_command() {
 #[test]
 fn watch_and_txn_print_one_object_per_event() {
     let root = tempfile::tempdir().expect("tempdir");
-    let node = NodeProc::start(1, root.path(), "127.0.0.1:0", false);
-    let addr = node.addr.as_str();
+    let runtime = runtime();
+    let node = runtime.block_on(start(serve(1, root.path())));
+    let addr = node.endpoint();
 
     // Start the watch at a known revision, so it misses nothing however late it starts.
     let (ok, out, err) = run(addr, &["put", "anchor", "x"]);
@@ -463,8 +467,9 @@ fn watch_and_txn_print_one_object_per_event() {
 #[test]
 fn presence_and_elections_from_the_command_line() {
     let root = tempfile::tempdir().expect("tempdir");
-    let node = NodeProc::start(1, root.path(), "127.0.0.1:0", false);
-    let addr = node.addr.as_str();
+    let runtime = runtime();
+    let node = runtime.block_on(start(serve(1, root.path())));
+    let addr = node.endpoint();
 
     let mut member = ClientProc::start(
         addr,
@@ -551,37 +556,37 @@ fn presence_and_elections_from_the_command_line() {
 #[test]
 fn streams_and_waiting_locks_survive_the_death_of_their_member() {
     let root = tempfile::tempdir().expect("tempdir");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = runtime();
     let mut nodes = runtime.block_on(crate::procs::three_nodes(root.path()));
-    let admin = runtime.block_on(client(&[&nodes[0].addr, &nodes[1].addr, &nodes[2].addr]));
+    let admin = runtime.block_on(client(&[
+        nodes[0].endpoint(),
+        nodes[1].endpoint(),
+        nodes[2].endpoint(),
+    ]));
     let leader_id = runtime.block_on(async {
-        crate::procs::eventually("a leader", COMMAND_TIMEOUT, || async {
+        zaris_testkit::eventually("a leader", COMMAND_TIMEOUT, || async {
             admin.status().await.ok()?.raft_leader_id
         })
         .await
     });
     let leader = nodes
         .iter()
-        .position(|n| n.id == leader_id)
+        .position(|n| n.id() == leader_id)
         .expect("the leader is one of ours");
     // Every command lists the leader first, so its streams and lock waits go there.
-    let mut order: Vec<&str> = vec![nodes[leader].addr.as_str()];
+    let mut order: Vec<&str> = vec![nodes[leader].endpoint()];
     order.extend(
         nodes
             .iter()
-            .filter(|n| n.id != leader_id)
-            .map(|n| n.addr.as_str()),
+            .filter(|n| n.id() != leader_id)
+            .map(|n| n.endpoint()),
     );
     let all = order.join(",");
     let survivors = order[1..].join(",");
     let waiters = |count: u64| {
         let admin = &admin;
         runtime.block_on(async {
-            crate::procs::eventually("the lock queue", COMMAND_TIMEOUT, || async {
+            zaris_testkit::eventually("the lock queue", COMMAND_TIMEOUT, || async {
                 let status = admin.lock_status("m").await.ok()?;
                 (status.waiters == count).then_some(())
             })
@@ -611,7 +616,7 @@ fn streams_and_waiting_locks_survive_the_death_of_their_member() {
         (!watch.json_lines().is_empty()).then_some(())
     });
 
-    nodes[leader].kill();
+    runtime.block_on(nodes[leader].kill());
 
     let (ok, _, err) = run(&survivors, &["put", "w/1-after", "y"]);
     assert!(ok, "{err}");

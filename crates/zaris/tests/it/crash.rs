@@ -4,15 +4,15 @@
 use std::time::{Duration, Instant};
 
 use zaris_client::{LockHolder, LockOutcome, PutOptions};
+use zaris_testkit::eventually;
 
-use crate::procs::{ELECTION_TIMEOUT_MS, MIN_TTL_MS, NodeProc, client, eventually, three_nodes};
+use crate::procs::{ELECTION_TIMEOUT_MS, MIN_TTL_MS, client, serve, start, three_nodes};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ownership_survives_kill_9_of_the_leader() {
     let root = tempfile::tempdir().expect("tempdir");
     let mut nodes = three_nodes(root.path()).await;
-    let endpoints: Vec<String> = nodes.iter().map(|n| n.addr.clone()).collect();
-    let all: Vec<&str> = endpoints.iter().map(String::as_str).collect();
+    let all: Vec<&str> = nodes.iter().map(|n| n.endpoint()).collect();
     let client = client(&all).await;
 
     let lease = client.grant(Duration::from_secs(10)).await.expect("grant");
@@ -45,15 +45,15 @@ async fn ownership_survives_kill_9_of_the_leader() {
     let leader = client.leader().await.expect("leader").id;
     let victim = nodes
         .iter_mut()
-        .find(|n| n.id == leader)
+        .find(|n| n.id() == leader)
         .expect("leader process");
     let killed_at = Instant::now();
-    victim.kill();
+    victim.kill().await;
 
     let survivors: Vec<&str> = nodes
         .iter()
         .filter(|n| n.is_running())
-        .map(|n| n.addr.as_str())
+        .map(|n| n.endpoint())
         .collect();
     let after = crate::procs::client(&survivors).await;
     let new_leader = eventually("a new leader", Duration::from_secs(20), || async {
@@ -101,14 +101,14 @@ async fn ownership_survives_kill_9_of_the_leader() {
     );
 
     // The killed node comes back from its data dir, on its old address, and catches up.
-    let victim = nodes.iter_mut().find(|n| n.id == leader).expect("victim");
-    let restarted = NodeProc::start(leader, root.path(), &victim.addr.clone(), false);
+    let victim = nodes.iter().find(|n| n.id() == leader).expect("victim");
+    let restarted = start(serve(leader, root.path()).listen(victim.addr())).await;
     let put = after
         .put("after-restart", "1", PutOptions::default())
         .await
         .expect("put");
     let revision = put.revision;
-    let local = crate::procs::client(&[&restarted.addr]).await;
+    let local = crate::procs::client(&[restarted.endpoint()]).await;
     eventually(
         "the restarted node to catch up",
         Duration::from_secs(20),

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 use zaris_client::PutOptions;
+use zaris_testkit::eventually;
 
-use crate::procs::{NodeProc, client, eventually, zaris};
+use crate::procs::{client, serve, start, zaris};
 
 /// Runs `zaris dump --data-dir DIR ARGS...`: (success, stdout, stderr).
 fn dump(dir: &Path, args: &[&str]) -> (bool, String, String) {
@@ -40,9 +41,9 @@ fn index_of(position: &Value) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dump_prints_a_killed_nodes_log_and_refuses_a_live_one() {
     let root = tempfile::tempdir().expect("tempdir");
-    let mut node = NodeProc::start(1, root.path(), "127.0.0.1:0", false);
-    let data_dir = root.path().join("node-1");
-    let writer = client(&[&node.addr]).await;
+    let mut node = start(serve(1, root.path())).await;
+    let data_dir = node.data_dir().to_owned();
+    let writer = client(&[node.endpoint()]).await;
     let mut revisions = Vec::new();
     for i in 0..4 {
         let put = writer
@@ -52,7 +53,7 @@ async fn dump_prints_a_killed_nodes_log_and_refuses_a_live_one() {
         revisions.push(put.revision);
     }
     drop(writer);
-    node.kill();
+    node.kill().await;
 
     let (ok, stdout, stderr) = dump(&data_dir, &[]);
     assert!(ok, "dump failed: {stderr}");
@@ -117,9 +118,8 @@ async fn dump_prints_a_killed_nodes_log_and_refuses_a_live_one() {
     assert_eq!(&tail[1..], &entries[from as usize..]);
 
     // Dumping changed nothing the node needs: it restarts with every key.
-    let addr = node.addr.clone();
-    let node = NodeProc::start(1, root.path(), &addr, false);
-    let reader = client(&[&node.addr]).await;
+    let node = start(serve(1, root.path()).listen(node.addr())).await;
+    let reader = client(&[node.endpoint()]).await;
     eventually(
         "the keys after restart",
         Duration::from_secs(20),
@@ -145,15 +145,9 @@ async fn dump_prints_a_killed_nodes_log_and_refuses_a_live_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dump_of_a_compacted_log_prints_the_entries_after_the_purge() {
     let root = tempfile::tempdir().expect("tempdir");
-    let mut node = NodeProc::start_with(
-        1,
-        root.path(),
-        "127.0.0.1:0",
-        false,
-        &["--snapshot-entries", "10"],
-    );
-    let data_dir = root.path().join("node-1");
-    let writer = client(&[&node.addr]).await;
+    let mut node = start(serve(1, root.path()).args(["--snapshot-entries", "10"])).await;
+    let data_dir = node.data_dir().to_owned();
+    let writer = client(&[node.endpoint()]).await;
     for i in 0..400 {
         writer
             .put(format!("compact/{i}"), "v", PutOptions::default())
@@ -161,7 +155,7 @@ async fn dump_of_a_compacted_log_prints_the_entries_after_the_purge() {
             .expect("put");
     }
     drop(writer);
-    node.kill();
+    node.kill().await;
 
     let (ok, stdout, stderr) = dump(&data_dir, &[]);
     assert!(ok, "dump failed: {stderr}");

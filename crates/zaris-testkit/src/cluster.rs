@@ -1,11 +1,11 @@
-//! A test cluster: nodes on 127.0.0.1 with OS-chosen ports, fast timings, and helpers that wait on
-//! conditions (never fixed sleeps).
+//! A test cluster in the test's own process: real nodes (real Raft, sled, gRPC) on 127.0.0.1 with
+//! OS-chosen ports, fast timings, and helpers that wait on conditions (never fixed sleeps). For
+//! tests only: it panics where a test should fail.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use openraft::ServerState;
 use openraft::async_runtime::WatchReceiver;
@@ -13,11 +13,16 @@ use tokio::net::TcpListener;
 use zaris_client::{Client, ClientOptions};
 use zaris_server::{Clock, MonotonicClock, Node, NodeConfig, NodeHandle};
 
+use crate::eventually;
+
 /// Fast timings so tests run quickly; the invariants do not depend on them.
 pub const ELECTION_TIMEOUT_MS: u64 = 600;
 pub const HEARTBEAT_MS: u64 = 60;
 pub const MIN_TTL_MS: u64 = 1_000;
 
+/// Nodes that bootstrap together from one member list; each can be stopped, and restarted from
+/// its data dir on its old address. The data dirs live in a temporary directory removed on drop.
+#[derive(Debug)]
 pub struct TestCluster {
     pub nodes: BTreeMap<u64, Option<NodeHandle>>,
     pub addrs: BTreeMap<u64, SocketAddr>,
@@ -28,6 +33,7 @@ pub struct TestCluster {
     clock: Arc<dyn Clock>,
 }
 
+/// A node's configuration with the test timings.
 pub fn config(id: u64, data_dir: std::path::PathBuf) -> NodeConfig {
     let mut config = NodeConfig::new(id, data_dir);
     config.election_timeout_ms = ELECTION_TIMEOUT_MS;
@@ -36,22 +42,6 @@ pub fn config(id: u64, data_dir: std::path::PathBuf) -> NodeConfig {
     config.request_timeout_ms = 3_000;
     config.lessor.retry_after_ms = 300;
     config
-}
-
-/// Polls `check` until it returns `Some`, or panics with `what` after `timeout`.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 impl TestCluster {
