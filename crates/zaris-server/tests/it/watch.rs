@@ -216,7 +216,10 @@ async fn puts_and_deletes_arrive_in_order_on_the_leader_and_on_a_follower() {
     let leader = cluster.leader().await;
     let follower = cluster.followers(leader)[0];
     let client = cluster.client(&[1, 2, 3]).await;
-    put(&client, "app/before", "x").await;
+    let before = put(&client, "app/before", "x").await;
+    // A watch "from now" starts at the member's own applied revision: a follower that has not
+    // applied the put yet would (rightly) report it. Every member must be past it first.
+    cluster.wait_applied(before).await;
 
     let mut streams = Vec::new();
     for node in [leader, follower] {
