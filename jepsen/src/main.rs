@@ -27,8 +27,7 @@ struct Cli {
 #[derive(Args, Debug)]
 struct Common {
     /// The zaris binary to test; by default the harness builds one with the `fault-injection`
-    /// feature (`cargo build --workspace --all-targets --features zaris/fault-injection`) next to
-    /// itself.
+    /// feature (`cargo build --workspace --bins --features zaris/fault-injection`) next to itself.
     #[arg(long, global = true, env = "ZARIS_BIN")]
     zaris: Option<PathBuf>,
     /// Where runs keep their histories and logs.
@@ -430,14 +429,13 @@ fn build_zaris() -> Result<PathBuf> {
     let release = dir.file_name().is_some_and(|name| name == "release");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = std::process::Command::new(cargo);
-    // The whole workspace, tests included, as `cargo test --workspace` builds it: a narrower
-    // selection resolves the dependencies' features differently (dev-dependencies add some) and
-    // rebuilds half of them for nothing.
+    // The whole workspace, as `cargo test --workspace` selects it: a narrower selection
+    // resolves the dependencies' features differently and rebuilds half of them for nothing.
     command.args([
         "build",
         "--quiet",
         "--workspace",
-        "--all-targets",
+        "--bins",
         "--features",
         "zaris/fault-injection",
     ]);
@@ -446,7 +444,7 @@ fn build_zaris() -> Result<PathBuf> {
     }
     let status = command.status().context("running cargo build")?;
     if !status.success() {
-        bail!("cargo build --workspace --all-targets --features zaris/fault-injection failed");
+        bail!("cargo build --workspace --bins --features zaris/fault-injection failed");
     }
     let zaris = dir.join("zaris");
     if !Path::new(&zaris).exists() {
