@@ -1,7 +1,10 @@
 //! What a million leases, each with a bound key, cost in the state machine and the lessor: the
 //! in-memory part of a node (sled's page cache and the log come on top).
 
-use zaris_core::{Command, Lessor, LessorConfig, Limits, Outcome, Request, State};
+use zaris_core::{
+    Command, DurationMs, InstantMs, LeaseId, Lessor, LessorConfig, Limits, Outcome, Request,
+    Revision, State,
+};
 
 fn resident_bytes() -> u64 {
     // /proc/self/statm: size resident shared ... in pages.
@@ -23,10 +26,10 @@ pub fn report(leases: u64) {
     let started = std::time::Instant::now();
     for i in 0..leases {
         let grant = state.apply(
-            index,
+            Revision::new(index),
             &Request::new(Command::Grant {
-                id: 0,
-                ttl_ms: 10_000,
+                id: LeaseId::NONE,
+                ttl_ms: DurationMs::new(10_000),
             }),
         );
         index += 1;
@@ -35,16 +38,16 @@ pub fn report(leases: u64) {
             return;
         };
         for effect in &grant.effects.leases {
-            lessor.observe(i, effect);
+            lessor.observe(InstantMs::new(i), effect);
         }
         let put = Request::new(Command::Put {
-            key: format!("workers/{id:016x}").into_bytes(),
+            key: format!("workers/{:016x}", id.get()).into_bytes(),
             value: b"10.0.0.1:8080".to_vec(),
             lease: id,
             guard: None,
             prev_kv: false,
         });
-        state.apply(index, &put);
+        state.apply(Revision::new(index), &put);
         index += 1;
     }
     let after = resident_bytes();

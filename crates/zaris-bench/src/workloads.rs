@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use zaris_client::{Client, PutOptions, RangeOptions};
+use zaris_core::LeaseId;
 
 /// Runs `clients` loops of `op` for `duration`; returns (operations, errors).
 async fn closed_loop<F, Fut>(
@@ -102,9 +103,9 @@ pub async fn keepalives(client: &Client, leases: usize, duration: Duration) -> a
         ids.push(chunk?.id);
     }
     let clients = 16;
-    let shares: Vec<Vec<u64>> = ids
+    let shares: Vec<Vec<LeaseId>> = ids
         .chunks(leases.div_ceil(clients).max(1))
-        .map(<[u64]>::to_vec)
+        .map(<[LeaseId]>::to_vec)
         .collect();
     let renewed = Arc::new(AtomicU64::new(0));
     let until = Instant::now() + duration;
@@ -236,7 +237,7 @@ pub async fn revoke_burst(client: &Client, leases: usize) -> anyhow::Result<()> 
     let mut left = 0;
     let mut after = 0;
     loop {
-        let page = client.leases(after, 10_000).await?;
+        let page = client.leases(LeaseId::new(after), 10_000).await?;
         left += page
             .leases
             .iter()

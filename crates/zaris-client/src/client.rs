@@ -11,6 +11,7 @@ use tonic::Status;
 use tonic::transport::Channel;
 use zaris_proto::v1::cluster_client::ClusterClient;
 use zaris_proto::v1::{ErrorCode, Outcome, RequestId, ResponseHeader, StatusRequest};
+use zaris_types::Revision;
 
 use crate::endpoint::{Endpoints, parse_endpoint};
 use crate::error::{Error, RpcError};
@@ -393,13 +394,13 @@ impl Client {
         RequestId {
             client_id: self.inner.client_id,
             seq: self.inner.request_seq.fetch_add(1, Ordering::Relaxed) + 1,
-            seen_revision: self.seen_revision(),
+            seen_revision: (self.seen_revision()).get(),
         }
     }
 
     /// The highest revision this client has seen in a response.
-    pub fn seen_revision(&self) -> u64 {
-        self.inner.seen_revision.load(Ordering::Acquire)
+    pub fn seen_revision(&self) -> Revision {
+        Revision::new(self.inner.seen_revision.load(Ordering::Acquire))
     }
 
     pub(crate) fn observe_revision(&self, revision: u64) {
@@ -477,7 +478,9 @@ impl Client {
                 // The de-duplication table refused the request because it may have forgotten
                 // an earlier attempt. If no earlier attempt can have been applied, this one is
                 // the first to reach the log: send it again as issued after what was forgotten.
-                if !maybe_applied && request.reissue(forgotten_through.max(self.seen_revision())) {
+                if !maybe_applied
+                    && request.reissue(forgotten_through.max((self.seen_revision()).get()))
+                {
                     self.observe_revision(forgotten_through);
                     continue;
                 }

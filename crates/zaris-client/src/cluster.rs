@@ -5,6 +5,7 @@ use zaris_proto::v1::{
     self as pb, MemberAddRequest, MemberListRequest, MemberPromoteRequest, MemberRemoveRequest,
     StatusRequest,
 };
+use zaris_types::Revision;
 
 use crate::client::{CallSpec, Client};
 use crate::error::Error;
@@ -118,7 +119,7 @@ pub struct NodeStatus {
     /// Highest log index it has applied.
     pub applied_index: u64,
     /// The revision it has applied.
-    pub revision: u64,
+    pub revision: Revision,
     /// The members of the latest membership in its log (possibly not yet committed),
     /// ascending by id.
     pub members: Vec<Member>,
@@ -165,7 +166,9 @@ impl Client {
             raft_term: response.raft_term,
             commit_index: response.commit_index,
             applied_index: response.applied_index,
-            revision: response.header.map_or(0, |h| h.revision),
+            revision: response
+                .header
+                .map_or(Revision::ZERO, |h| Revision::new(h.revision)),
             members: response
                 .members
                 .into_iter()

@@ -7,6 +7,7 @@
 //! takes over with a higher token. Observers watch the key.
 
 use zaris_proto::v1::KeyValue;
+use zaris_types::{FencingToken, LeaseId, Revision};
 
 use crate::client::Client;
 use crate::error::Error;
@@ -29,17 +30,17 @@ pub struct Incumbent {
     /// The value the leader proclaimed.
     pub value: Vec<u8>,
     /// The leader's lease.
-    pub lease: u64,
+    pub lease: LeaseId,
     /// Revision of the last proclamation.
-    pub revision: u64,
+    pub revision: Revision,
 }
 
 impl Incumbent {
     fn from_kv(kv: KeyValue) -> Incumbent {
         Incumbent {
             value: kv.value,
-            lease: kv.lease,
-            revision: kv.mod_revision,
+            lease: LeaseId::new(kv.lease),
+            revision: Revision::new(kv.mod_revision),
         }
     }
 }
@@ -145,7 +146,7 @@ impl Election {
             .client
             .watch(
                 self.key(),
-                WatchOptions::default().from_revision(revision + 1),
+                WatchOptions::default().from_revision(revision.next()),
             )
             .await?;
         Ok(LeaderObserver {
@@ -157,7 +158,7 @@ impl Election {
 
 impl Leadership {
     /// The fencing token of this leadership (greater than every earlier leader's).
-    pub fn token(&self) -> u64 {
+    pub fn token(&self) -> FencingToken {
         self.guard.token()
     }
 
@@ -177,7 +178,7 @@ impl Leadership {
     }
 
     /// Publishes a new value, only if still leader ([`Error::NotHeld`] otherwise).
-    pub async fn proclaim(&self, value: impl Into<Vec<u8>>) -> Result<u64, Error> {
+    pub async fn proclaim(&self, value: impl Into<Vec<u8>>) -> Result<Revision, Error> {
         let options = PutOptions {
             lease: Some(self.guard.lease().id()),
             ..PutOptions::default()

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use tonic::{Code, Status};
 use zaris_proto::v1::{ErrorCode, ErrorDetail, Outcome};
+use zaris_types::{FencingToken, LeaseId, Revision};
 
 /// Everything a [`Client`](crate::Client) call can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -71,16 +72,16 @@ pub enum Error {
     )]
     Compacted {
         /// The revision the watch needed next.
-        requested: u64,
+        requested: Revision,
         /// The oldest revision still available.
-        compact_revision: u64,
+        compact_revision: Revision,
     },
     /// The lease a lock, election or presence call relies on has expired or was revoked, so the
     /// call did not proceed.
     #[error("lease {id} is no longer valid ({reason})")]
     LeaseLost {
         /// The lease.
-        id: u64,
+        id: LeaseId,
         /// Why it is gone.
         reason: String,
     },
@@ -91,14 +92,14 @@ pub enum Error {
         /// The lock name.
         lock: String,
         /// The fencing token that no longer holds it.
-        token: u64,
+        token: FencingToken,
     },
     /// A write named lease `id`, which does not exist (it expired, was revoked, or never was);
     /// nothing was written. `id` is 0 when a transaction named several leases.
     #[error("{}", lease_not_found(*id))]
     LeaseNotFound {
         /// The lease.
-        id: u64,
+        id: LeaseId,
     },
     /// [`Client::connect`](crate::Client::connect) reached none of the endpoints; `last` is the
     /// error of the last one tried.
@@ -174,8 +175,8 @@ impl Error {
     }
 }
 
-fn lease_not_found(id: u64) -> String {
-    if id == 0 {
+fn lease_not_found(id: LeaseId) -> String {
+    if id == LeaseId::NONE {
         "a lease the request names does not exist; nothing was written".to_owned()
     } else {
         format!("lease {id} does not exist (it expired or was revoked); nothing was written")

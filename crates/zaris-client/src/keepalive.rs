@@ -22,6 +22,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
 use zaris_proto::v1::lease_client::LeaseClient;
 use zaris_proto::v1::{LeaseKeepAliveRequest, LeaseKeepAliveResponse};
+use zaris_types::LeaseId;
 
 use crate::client::Client;
 use crate::error::RpcError;
@@ -156,8 +157,8 @@ impl Shared {
 /// Messages from handles to the task.
 #[derive(Debug)]
 pub(crate) enum Command {
-    Track { id: u64, shared: Arc<Shared> },
-    Untrack { id: u64 },
+    Track { id: LeaseId, shared: Arc<Shared> },
+    Untrack { id: LeaseId },
 }
 
 /// The per-client slot holding the task's command channel (`None` while no task runs).
@@ -212,7 +213,7 @@ struct Tracked {
 
 struct InFlight {
     sent: Instant,
-    ids: Vec<u64>,
+    ids: Vec<LeaseId>,
 }
 
 type Connecting =
@@ -272,7 +273,8 @@ impl Conn {
 
 struct Task {
     client: Client,
-    leases: BTreeMap<u64, Tracked>,
+    leases: BTreeMap<LeaseId, Tracked>,
+    /// By the request's `seq`.
     in_flight: BTreeMap<u64, InFlight>,
     conn: Conn,
     router: Router,
@@ -353,11 +355,14 @@ impl Task {
         }
         for id in expired {
             self.leases.remove(&id);
-            tracing::info!(lease_id = id, "lease passed its safe deadline; revoking");
+            tracing::info!(
+                lease_id = id.get(),
+                "lease passed its safe deadline; revoking"
+            );
             let client = self.client.clone();
             tokio::spawn(async move {
                 if let Err(err) = client.revoke(id).await {
-                    tracing::debug!(lease_id = id, error = %err, "revoking an expired lease failed");
+                    tracing::debug!(lease_id = id.get(), error = %err, "revoking an expired lease failed");
                 }
             });
         }
@@ -407,7 +412,7 @@ impl Task {
         if !any_due {
             return;
         }
-        let ready: Vec<u64> = self
+        let ready: Vec<LeaseId> = self
             .leases
             .iter()
             .filter(|(_, l)| l.in_flight.is_none() && l.shared.timing().renew_window_start() <= now)
@@ -419,7 +424,7 @@ impl Task {
             }
             let seq = self.client.next_keepalive_seq();
             let request = LeaseKeepAliveRequest {
-                ids: ids.to_vec(),
+                ids: ids.iter().map(|id| id.get()).collect(),
                 seq,
             };
             // Full means the stream is stuck; the acknowledgement timeout will replace it.
@@ -443,7 +448,7 @@ impl Task {
 
     /// How long an acknowledgement may take before the stream counts as stuck: a quarter of the
     /// shortest TTL riding in it, so a replacement stream still has time before Jeopardy.
-    fn ack_timeout(&self, ids: &[u64]) -> Duration {
+    fn ack_timeout(&self, ids: &[LeaseId]) -> Duration {
         let shortest = ids
             .iter()
             .filter_map(|id| self.leases.get(id))
@@ -531,7 +536,7 @@ impl Task {
             return;
         };
         for renewed in &ack.renewed {
-            if let Some(lease) = self.leases.get(&renewed.id) {
+            if let Some(lease) = self.leases.get(&LeaseId::new(renewed.id)) {
                 let mut timing = lease
                     .shared
                     .timing
@@ -540,8 +545,8 @@ impl Task {
                 timing.acknowledged(flight.sent, Duration::from_millis(renewed.ttl_ms));
             }
         }
-        for id in &ack.not_found {
-            if let Some(lease) = self.leases.remove(id) {
+        for &id in &ack.not_found {
+            if let Some(lease) = self.leases.remove(&LeaseId::new(id)) {
                 tracing::info!(lease_id = id, "the cluster no longer has this lease");
                 lease
                     .shared

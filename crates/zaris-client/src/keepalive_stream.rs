@@ -8,6 +8,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
 use zaris_proto::v1::lease_client::LeaseClient;
 use zaris_proto::v1::{LeaseKeepAliveRequest, LeaseKeepAliveResponse};
+use zaris_types::LeaseId;
 
 use crate::client::Client;
 use crate::error::{Error, RpcError};
@@ -64,11 +65,11 @@ impl Client {
 impl KeepAliveStream {
     /// Sends one renewal of `ids` and returns its `seq`, which the answer carries
     /// ([`Renewal::seq`]). Waits only if [`OUTBOUND_BUFFER`] requests are unread by the server.
-    pub async fn send(&mut self, ids: impl IntoIterator<Item = u64>) -> Result<u64, Error> {
+    pub async fn send(&mut self, ids: impl IntoIterator<Item = LeaseId>) -> Result<u64, Error> {
         self.check_open()?;
         let seq = self.client.next_keepalive_seq();
         let request = LeaseKeepAliveRequest {
-            ids: ids.into_iter().collect(),
+            ids: ids.into_iter().map(LeaseId::get).collect(),
             seq,
         };
         if self.outbound.send(request).await.is_err() {

@@ -6,6 +6,7 @@ use zaris_proto::v1::{
     DeleteRangeRequest, DeleteResult, Guard, KeyValue, PutRequest, PutResult, RangeRequest,
     TxnOpResponse, TxnRequest, TxnResult, txn_op,
 };
+use zaris_types::{FencingToken, LeaseId, Revision};
 
 use crate::client::{CallSpec, Client, unexpected};
 use crate::error::Error;
@@ -20,14 +21,14 @@ pub struct Range {
     /// Number of keys that matched.
     pub count: u64,
     /// The revision the read observed.
-    pub revision: u64,
+    pub revision: Revision,
 }
 
 /// A put that was applied.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Written {
     /// The revision of the write.
-    pub revision: u64,
+    pub revision: Revision,
     /// The previous pair, if [`PutOptions::prev_kv`] asked for it and the key existed.
     pub prev_kv: Option<KeyValue>,
 }
@@ -36,7 +37,7 @@ pub struct Written {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Deleted {
     /// The revision the delete applied at.
-    pub revision: u64,
+    pub revision: Revision,
     /// How many keys were deleted.
     pub deleted: u64,
     /// The deleted pairs, if [`DeleteOptions::prev_kv`] asked for them.
@@ -50,7 +51,7 @@ pub struct TxnOutcome {
     /// branch was.
     pub succeeded: bool,
     /// The revision the transaction applied at.
-    pub revision: u64,
+    pub revision: Revision,
     /// One result per operation of the branch that ran, in order.
     pub responses: Vec<TxnOpResponse>,
 }
@@ -59,7 +60,7 @@ pub struct TxnOutcome {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PutOptions {
     /// Bind the key to this lease; `None` = unbound (a put without a lease unbinds the key).
-    pub lease: Option<u64>,
+    pub lease: Option<LeaseId>,
     /// Return the previous key-value pair in [`PutResponse::prev_kv`].
     pub prev_kv: bool,
     /// Apply only while this lock is held with this fencing token.
@@ -116,7 +117,9 @@ impl Client {
             kvs: response.kvs,
             more: response.more,
             count: response.count,
-            revision: response.header.map_or(0, |h| h.revision),
+            revision: response
+                .header
+                .map_or(Revision::ZERO, |h| Revision::new(h.revision)),
         })
     }
 
@@ -136,11 +139,11 @@ impl Client {
         options: PutOptions,
     ) -> Result<Written, Error> {
         let guard = options.guard.clone();
-        let lease = options.lease.unwrap_or(0);
+        let lease = options.lease.unwrap_or(LeaseId::NONE);
         let request = PutRequest {
             key: key.into(),
             value: value.into(),
-            lease: options.lease.unwrap_or(0),
+            lease: (options.lease.unwrap_or(LeaseId::NONE)).get(),
             prev_kv: options.prev_kv,
             guard: options.guard,
             request_id: Some(self.next_request_id()),
@@ -154,7 +157,9 @@ impl Client {
             .await?;
         match PutResult::try_from(response.result) {
             Ok(PutResult::Ok) => Ok(Written {
-                revision: response.header.map_or(0, |h| h.revision),
+                revision: response
+                    .header
+                    .map_or(Revision::ZERO, |h| Revision::new(h.revision)),
                 prev_kv: response.prev_kv,
             }),
             Ok(PutResult::GuardFailed) => Err(not_held(guard)),
@@ -199,7 +204,9 @@ impl Client {
             .await?;
         match DeleteResult::try_from(response.result) {
             Ok(DeleteResult::Ok) => Ok(Deleted {
-                revision: response.header.map_or(0, |h| h.revision),
+                revision: response
+                    .header
+                    .map_or(Revision::ZERO, |h| Revision::new(h.revision)),
                 deleted: response.deleted,
                 prev_kvs: response.prev_kvs,
             }),
@@ -232,7 +239,11 @@ impl Client {
             Ok(TxnResult::CompareSucceeded) => true,
             Ok(TxnResult::CompareFailed) => false,
             Ok(TxnResult::GuardFailed) => return Err(not_held(guard)),
-            Ok(TxnResult::LeaseNotFound) => return Err(Error::LeaseNotFound { id: lease }),
+            Ok(TxnResult::LeaseNotFound) => {
+                return Err(Error::LeaseNotFound {
+                    id: LeaseId::new(lease),
+                });
+            }
             _ => {
                 return Err(unexpected(
                     response.header.as_ref(),
@@ -242,7 +253,9 @@ impl Client {
         };
         Ok(TxnOutcome {
             succeeded,
-            revision: response.header.map_or(0, |h| h.revision),
+            revision: response
+                .header
+                .map_or(Revision::ZERO, |h| Revision::new(h.revision)),
             responses: response.responses,
         })
     }
@@ -253,7 +266,7 @@ fn not_held(guard: Option<Guard>) -> Error {
     let guard = guard.unwrap_or_default();
     Error::NotHeld {
         lock: guard.lock_name,
-        token: guard.token,
+        token: FencingToken::new(guard.token),
     }
 }
 

@@ -12,6 +12,7 @@ use zaris_proto::v1::{
     GrantResult, LeaseGrantRequest, LeaseKeepAliveRequest, LeaseKeepAliveResponse,
     LeaseListRequest, LeaseRevokeRequest, LeaseSummary, LeaseTimeToLiveRequest, RevokeResult,
 };
+use zaris_types::{LeaseId, Revision};
 
 use crate::client::{CallSpec, Client, millis, unexpected};
 use crate::error::Error;
@@ -20,18 +21,11 @@ use crate::error::Error;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeaseGrant {
     /// The lease id.
-    pub id: u64,
-    /// The granted time to live, in milliseconds.
-    pub ttl_ms: u64,
-    /// The revision at which the lease was granted.
-    pub revision: u64,
-}
-
-impl LeaseGrant {
+    pub id: LeaseId,
     /// The granted time to live.
-    pub fn ttl(&self) -> Duration {
-        Duration::from_millis(self.ttl_ms)
-    }
+    pub ttl: Duration,
+    /// The revision at which the lease was granted.
+    pub revision: Revision,
 }
 
 /// What a revoke found.
@@ -41,7 +35,7 @@ pub enum Revocation {
     /// The lease was ended by this call, at `revision`.
     Revoked {
         /// The revision of the revoke.
-        revision: u64,
+        revision: Revision,
     },
     /// The lease did not exist (already expired or revoked, or never granted).
     NotFound,
@@ -53,21 +47,21 @@ pub struct Renewal {
     /// The renewed leases with the TTL each was renewed for, in request order.
     pub renewed: Vec<Renewed>,
     /// The requested leases that do not exist (they expired or were revoked).
-    pub not_found: Vec<u64>,
+    pub not_found: Vec<LeaseId>,
     /// The `seq` of the request answered (see [`KeepAliveStream::send`](crate::KeepAliveStream)).
     pub seq: u64,
     /// The revision of the Raft entry that applied the renewal (renewals batched together
     /// share it); 0 for a request that renewed nothing.
-    pub revision: u64,
+    pub revision: Revision,
 }
 
 /// One renewed lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Renewed {
     /// The lease id.
-    pub id: u64,
-    /// The TTL it was renewed for, in milliseconds, counted from when the renewal applied.
-    pub ttl_ms: u64,
+    pub id: LeaseId,
+    /// The TTL it was renewed for, counted from when the renewal applied.
+    pub ttl: Duration,
 }
 
 impl From<LeaseKeepAliveResponse> for Renewal {
@@ -77,13 +71,13 @@ impl From<LeaseKeepAliveResponse> for Renewal {
                 .renewed
                 .into_iter()
                 .map(|r| Renewed {
-                    id: r.id,
-                    ttl_ms: r.ttl_ms,
+                    id: LeaseId::new(r.id),
+                    ttl: Duration::from_millis(r.ttl_ms),
                 })
                 .collect(),
-            not_found: response.not_found,
+            not_found: response.not_found.into_iter().map(LeaseId::new).collect(),
             seq: response.seq,
-            revision: response.header.map_or(0, |h| h.revision),
+            revision: Revision::new(response.header.map_or(0, |h| h.revision)),
         }
     }
 }
@@ -92,16 +86,16 @@ impl From<LeaseKeepAliveResponse> for Renewal {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LeaseInfo {
     /// The lease id.
-    pub id: u64,
-    /// The TTL it was granted with, in milliseconds.
-    pub ttl_ms: u64,
-    /// The Raft leader's estimate of the time left, in milliseconds (0 = overdue, a revoke is
-    /// pending). Informational: safety decisions use the client's own deadline.
-    pub remaining_ttl_ms: u64,
+    pub id: LeaseId,
+    /// The TTL it was granted with.
+    pub ttl: Duration,
+    /// The Raft leader's estimate of the time left, to the millisecond (zero = overdue, a revoke
+    /// is pending). Informational: safety decisions use the client's own deadline.
+    pub remaining_ttl: Duration,
     /// Revision at which it was granted.
-    pub granted_revision: u64,
+    pub granted_revision: Revision,
     /// Revision of its last renewal (the grant's if never renewed).
-    pub renewed_revision: u64,
+    pub renewed_revision: Revision,
     /// Keys bound to it, ascending, if asked for.
     pub bound_keys: Vec<Vec<u8>>,
     /// True if `bound_keys` was cut at the server's listing limit.
@@ -111,7 +105,7 @@ pub struct LeaseInfo {
     /// Locks it waits for, ascending.
     pub locks_waiting: Vec<String>,
     /// The revision this description reflects.
-    pub revision: u64,
+    pub revision: Revision,
 }
 
 /// One page of the lease list.
@@ -122,14 +116,14 @@ pub struct LeasePage {
     /// More leases follow the last one: ask again with its id as `after_id`.
     pub more: bool,
     /// The revision this page reflects.
-    pub revision: u64,
+    pub revision: Revision,
 }
 
 impl Client {
     /// Grants a lease with an id the server chooses. A TTL outside the cluster's bounds is an
     /// error (TTL_OUT_OF_RANGE), never clamped. Carries a request id, so retries are safe.
     pub async fn grant(&self, ttl: Duration) -> Result<LeaseGrant, Error> {
-        match self.grant_request(0, ttl).await? {
+        match self.grant_request(LeaseId::NONE, ttl).await? {
             Some(grant) => Ok(grant),
             None => Err(unexpected(None, "ID_IN_USE for a grant without an id")),
         }
@@ -138,14 +132,18 @@ impl Client {
     /// Grants a lease with the given non-zero id: `Ok(None)` if that id is live or was used before
     /// (lease ids are never reused, so a chosen id must be above every id granted so far); nothing
     /// was created then.
-    pub async fn grant_with_id(&self, id: u64, ttl: Duration) -> Result<Option<LeaseGrant>, Error> {
+    pub async fn grant_with_id(
+        &self,
+        id: LeaseId,
+        ttl: Duration,
+    ) -> Result<Option<LeaseGrant>, Error> {
         self.grant_request(id, ttl).await
     }
 
-    async fn grant_request(&self, id: u64, ttl: Duration) -> Result<Option<LeaseGrant>, Error> {
+    async fn grant_request(&self, id: LeaseId, ttl: Duration) -> Result<Option<LeaseGrant>, Error> {
         let request = LeaseGrantRequest {
             ttl_ms: millis(ttl),
-            id,
+            id: id.get(),
             request_id: Some(self.next_request_id()),
         };
         let response = self
@@ -157,9 +155,9 @@ impl Client {
             .await?;
         match GrantResult::try_from(response.result) {
             Ok(GrantResult::Granted) => Ok(Some(LeaseGrant {
-                id: response.id,
-                ttl_ms: response.ttl_ms,
-                revision: response.header.map_or(0, |h| h.revision),
+                id: LeaseId::new(response.id),
+                ttl: Duration::from_millis(response.ttl_ms),
+                revision: Revision::new(response.header.map_or(0, |h| h.revision)),
             })),
             Ok(GrantResult::IdInUse) => Ok(None),
             _ => Err(unexpected(
@@ -172,9 +170,9 @@ impl Client {
     /// Ends a lease now (its keys and locks go with it). A lease that no longer exists is
     /// [`Revocation::NotFound`], not an error: either way it is gone. Carries a request id, so
     /// retries are safe.
-    pub async fn revoke(&self, id: u64) -> Result<Revocation, Error> {
+    pub async fn revoke(&self, id: LeaseId) -> Result<Revocation, Error> {
         let request = LeaseRevokeRequest {
-            id,
+            id: id.get(),
             request_id: Some(self.next_request_id()),
         };
         let response = self
@@ -186,7 +184,7 @@ impl Client {
             .await?;
         match RevokeResult::try_from(response.result) {
             Ok(RevokeResult::Revoked) => Ok(Revocation::Revoked {
-                revision: response.header.map_or(0, |h| h.revision),
+                revision: Revision::new(response.header.map_or(0, |h| h.revision)),
             }),
             Ok(RevokeResult::NotFound) => Ok(Revocation::NotFound),
             _ => Err(unexpected(
@@ -203,10 +201,10 @@ impl Client {
     /// or a [`KeepAliveStream`].
     pub async fn keep_alive_once(
         &self,
-        ids: impl IntoIterator<Item = u64>,
+        ids: impl IntoIterator<Item = LeaseId>,
     ) -> Result<Renewal, Error> {
         let request = LeaseKeepAliveRequest {
-            ids: ids.into_iter().collect(),
+            ids: ids.into_iter().map(LeaseId::get).collect(),
             seq: self.next_keepalive_seq(),
         };
         let response = self
@@ -238,8 +236,8 @@ impl Client {
     }
 
     /// Describes a lease (`None` if it does not exist); with `keys`, lists its keys.
-    pub async fn time_to_live(&self, id: u64, keys: bool) -> Result<Option<LeaseInfo>, Error> {
-        let request = LeaseTimeToLiveRequest { id, keys };
+    pub async fn time_to_live(&self, id: LeaseId, keys: bool) -> Result<Option<LeaseInfo>, Error> {
+        let request = LeaseTimeToLiveRequest { id: id.get(), keys };
         let response = self
             .call(
                 CallSpec::idempotent("TimeToLive"),
@@ -248,23 +246,26 @@ impl Client {
             )
             .await?;
         Ok(response.found.then(|| LeaseInfo {
-            id: response.id,
-            ttl_ms: response.ttl_ms,
-            remaining_ttl_ms: response.remaining_ttl_ms,
-            granted_revision: response.granted_revision,
-            renewed_revision: response.renewed_revision,
+            id: LeaseId::new(response.id),
+            ttl: Duration::from_millis(response.ttl_ms),
+            remaining_ttl: Duration::from_millis(response.remaining_ttl_ms),
+            granted_revision: Revision::new(response.granted_revision),
+            renewed_revision: Revision::new(response.renewed_revision),
             bound_keys: response.bound_keys,
             keys_truncated: response.keys_truncated,
             locks_held: response.locks_held,
             locks_waiting: response.locks_waiting,
-            revision: response.header.map_or(0, |h| h.revision),
+            revision: Revision::new(response.header.map_or(0, |h| h.revision)),
         }))
     }
 
     /// One page of leases with ids above `after_id` (0 = from the start), at most `limit` of them
     /// (0 = the server's page size). Page on with the last id returned while `more` is true.
-    pub async fn leases(&self, after_id: u64, limit: u64) -> Result<LeasePage, Error> {
-        let request = LeaseListRequest { after_id, limit };
+    pub async fn leases(&self, after_id: LeaseId, limit: u64) -> Result<LeasePage, Error> {
+        let request = LeaseListRequest {
+            after_id: after_id.get(),
+            limit,
+        };
         let response = self
             .call(
                 CallSpec::idempotent("Leases"),
@@ -275,7 +276,7 @@ impl Client {
         Ok(LeasePage {
             leases: response.leases,
             more: response.more,
-            revision: response.header.map_or(0, |h| h.revision),
+            revision: Revision::new(response.header.map_or(0, |h| h.revision)),
         })
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::lease::Revocation;
 use tokio::sync::watch;
 use tokio::time::Instant;
+use zaris_types::LeaseId;
 
 use crate::client::Client;
 use crate::error::Error;
@@ -56,7 +57,7 @@ pub struct Lease {
 #[derive(Debug)]
 struct Inner {
     client: Client,
-    id: u64,
+    id: LeaseId,
     granted_ttl: Duration,
     shared: Arc<Shared>,
     /// Set once revoked through this handle: nothing left to do on drop.
@@ -71,11 +72,11 @@ impl Client {
         // The TTL starts when the grant applies, after this moment: a safe lower bound.
         let sent = Instant::now();
         let grant = self.grant(ttl).await?;
-        Ok(self.track_lease(grant.id, grant.ttl(), sent))
+        Ok(self.track_lease(grant.id, grant.ttl, sent))
     }
 
     /// Starts keeping alive lease `id`, granted (or last renewed) by a request sent at `sent`.
-    fn track_lease(&self, id: u64, ttl: Duration, sent: Instant) -> Lease {
+    fn track_lease(&self, id: LeaseId, ttl: Duration, sent: Instant) -> Lease {
         let timing = Timing {
             ttl,
             acked_sent: sent,
@@ -89,7 +90,7 @@ impl Client {
                 shared: shared.clone(),
             },
         );
-        tracing::debug!(lease_id = id, ?ttl, "keeping lease alive");
+        tracing::debug!(lease_id = id.get(), ?ttl, "keeping lease alive");
         Lease {
             inner: Arc::new(Inner {
                 client: self.clone(),
@@ -105,7 +106,7 @@ impl Client {
 
 impl Lease {
     /// The lease id (bind keys to it with [`PutOptions::lease`](crate::PutOptions)).
-    pub fn id(&self) -> u64 {
+    pub fn id(&self) -> LeaseId {
         self.inner.id
     }
 
@@ -207,7 +208,7 @@ impl Drop for Inner {
         let id = self.id;
         runtime.spawn(async move {
             if let Err(err) = client.revoke(id).await {
-                tracing::debug!(lease_id = id, error = %err, "revoking a dropped lease failed");
+                tracing::debug!(lease_id = id.get(), error = %err, "revoking a dropped lease failed");
             }
         });
     }

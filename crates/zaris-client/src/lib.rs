@@ -80,3 +80,5 @@ pub use watch::{EventKind, WatchEvent, WatchOptions, Watcher};
 /// The wire types, re-exported so callers need not depend on `zaris-proto` directly.
 pub use zaris_proto::v1 as proto;
 pub use zaris_proto::v1::{KeyValue, LeaseSummary};
+/// The identifiers every call takes and returns.
+pub use zaris_types::{FencingToken, LeaseId, Revision};

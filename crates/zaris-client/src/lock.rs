@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use zaris_proto::v1::lock_client::LockClient;
 use zaris_proto::v1::{LockRequest, LockResult, LockStatusRequest, UnlockRequest, UnlockResult};
+use zaris_types::{FencingToken, LeaseId, Revision};
 
 use crate::client::{CallSpec, Client, millis, unexpected};
 use crate::error::Error;
@@ -15,21 +16,21 @@ pub enum LockOutcome {
     /// The lease holds the lock, fenced by `token` (the revision at which it acquired it).
     Held {
         /// The fencing token.
-        token: u64,
+        token: FencingToken,
     },
     /// The lease waits in the queue at `position` (1 = next) behind holder `holder_lease`; the
     /// wait ended before its turn came. It keeps its place until it withdraws (unlock with token
     /// 0) or its lease ends.
     Queued {
         /// The lease holding the lock.
-        holder_lease: u64,
+        holder_lease: LeaseId,
         /// 1-based place in the queue.
         position: u64,
     },
     /// Without waiting: another lease, `holder_lease`, holds the lock; nothing changed.
     Busy {
         /// The lease holding the lock.
-        holder_lease: u64,
+        holder_lease: LeaseId,
     },
 }
 
@@ -48,7 +49,7 @@ pub enum UnlockOutcome {
     /// holds it with `token`. Unlock with that token to release it.
     HeldNow {
         /// The fencing token the lease now holds the lock with.
-        token: u64,
+        token: FencingToken,
     },
 }
 
@@ -60,16 +61,16 @@ pub struct LockStatus {
     /// Leases waiting in the queue.
     pub waiters: u64,
     /// The revision this status reflects.
-    pub revision: u64,
+    pub revision: Revision,
 }
 
 /// The holder of a lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LockHolder {
     /// The lease holding it.
-    pub lease: u64,
+    pub lease: LeaseId,
     /// Its fencing token.
-    pub token: u64,
+    pub token: FencingToken,
 }
 
 impl Client {
@@ -81,14 +82,14 @@ impl Client {
     pub async fn lock(
         &self,
         name: impl Into<String>,
-        lease: u64,
+        lease: LeaseId,
         wait: bool,
         timeout: Duration,
     ) -> Result<LockOutcome, Error> {
         let timeout = if wait { timeout } else { Duration::ZERO };
         let request = LockRequest {
             name: name.into(),
-            lease,
+            lease: lease.get(),
             wait,
             timeout_ms: millis(timeout),
         };
@@ -100,14 +101,14 @@ impl Client {
             .await?;
         match LockResult::try_from(response.result) {
             Ok(LockResult::Held) => Ok(LockOutcome::Held {
-                token: response.token,
+                token: FencingToken::new(response.token),
             }),
             Ok(LockResult::Queued) => Ok(LockOutcome::Queued {
-                holder_lease: response.holder_lease,
+                holder_lease: LeaseId::new(response.holder_lease),
                 position: response.queue_position,
             }),
             Ok(LockResult::Busy) => Ok(LockOutcome::Busy {
-                holder_lease: response.holder_lease,
+                holder_lease: LeaseId::new(response.holder_lease),
             }),
             Ok(LockResult::LeaseNotFound) => Err(Error::LeaseNotFound { id: lease }),
             _ => Err(unexpected(
@@ -122,13 +123,13 @@ impl Client {
     pub async fn unlock(
         &self,
         name: impl Into<String>,
-        lease: u64,
-        token: u64,
+        lease: LeaseId,
+        token: FencingToken,
     ) -> Result<UnlockOutcome, Error> {
         let request = UnlockRequest {
             name: name.into(),
-            lease,
-            token,
+            lease: lease.get(),
+            token: token.get(),
             request_id: Some(self.next_request_id()),
         };
         let response = self
@@ -143,7 +144,7 @@ impl Client {
             Ok(UnlockResult::Withdrawn) => Ok(UnlockOutcome::Withdrawn),
             Ok(UnlockResult::NotHolder) => Ok(UnlockOutcome::NotHolder),
             Ok(UnlockResult::Held) => Ok(UnlockOutcome::HeldNow {
-                token: response.token,
+                token: FencingToken::new(response.token),
             }),
             _ => Err(unexpected(
                 response.header.as_ref(),
@@ -164,11 +165,13 @@ impl Client {
             .await?;
         Ok(LockStatus {
             holder: response.held.then_some(LockHolder {
-                lease: response.holder_lease,
-                token: response.token,
+                lease: LeaseId::new(response.holder_lease),
+                token: FencingToken::new(response.token),
             }),
             waiters: response.waiters,
-            revision: response.header.map_or(0, |h| h.revision),
+            revision: response
+                .header
+                .map_or(Revision::ZERO, |h| Revision::new(h.revision)),
         })
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use zaris_proto::v1::Guard;
+use zaris_types::{FencingToken, Revision};
 
 use crate::lock::{LockOutcome, UnlockOutcome};
 
@@ -36,7 +37,7 @@ const LOCK_WAIT_CHUNK: Duration = Duration::from_secs(30);
 pub struct LockGuard {
     lease: Lease,
     name: String,
-    token: u64,
+    token: FencingToken,
     released: AtomicBool,
     /// This guard's share of the lease's claim on the lock (see `queue_place`).
     holding: Mutex<Option<Holding>>,
@@ -128,7 +129,11 @@ impl Lease {
 
     /// One Lock call that may block up to `wait`: `Some(token)` once held, `None` while still
     /// queued.
-    async fn wait_for(&self, place: &mut QueuePlace, wait: Duration) -> Result<Option<u64>, Error> {
+    async fn wait_for(
+        &self,
+        place: &mut QueuePlace,
+        wait: Duration,
+    ) -> Result<Option<FencingToken>, Error> {
         self.ensure_valid()?;
         let outcome = tokio::select! {
             outcome = place.call(true, wait) => outcome,
@@ -142,7 +147,12 @@ impl Lease {
         }
     }
 
-    fn guard(&self, name: String, token: u64, holding: Holding) -> Result<LockGuard, Error> {
+    fn guard(
+        &self,
+        name: String,
+        token: FencingToken,
+        holding: Holding,
+    ) -> Result<LockGuard, Error> {
         let guard = LockGuard {
             lease: self.clone(),
             name,
@@ -155,7 +165,12 @@ impl Lease {
         if !self.is_valid() {
             return Err(self.lost("the lease passed its safe deadline"));
         }
-        tracing::debug!(lease_id = self.id(), lock = %guard.name, token, "lock acquired");
+        tracing::debug!(
+            lease_id = self.id().get(),
+            lock = %guard.name,
+            token = token.get(),
+            "lock acquired"
+        );
         Ok(guard)
     }
 
@@ -194,7 +209,7 @@ impl LockGuard {
 
     /// The fencing token: the revision at which this lease acquired the lock. Greater than the
     /// token of every earlier holder.
-    pub fn token(&self) -> u64 {
+    pub fn token(&self) -> FencingToken {
         self.token
     }
 
@@ -208,7 +223,7 @@ impl LockGuard {
     pub fn fence(&self) -> Guard {
         Guard {
             lock_name: self.name.clone(),
-            token: self.token,
+            token: self.token.get(),
         }
     }
 
@@ -231,7 +246,7 @@ impl LockGuard {
         key: impl Into<Vec<u8>>,
         value: impl Into<Vec<u8>>,
         options: PutOptions,
-    ) -> Result<u64, Error> {
+    ) -> Result<Revision, Error> {
         let options = PutOptions {
             guard: Some(self.fence()),
             ..options

@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 
 use zaris_proto::v1::KeyValue;
+use zaris_types::{LeaseId, Revision};
 
 use crate::client::Client;
 use crate::error::Error;
@@ -29,9 +30,9 @@ pub struct Member {
     /// What the member published about itself.
     pub metadata: Vec<u8>,
     /// The lease keeping the member present.
-    pub lease: u64,
+    pub lease: LeaseId,
     /// Revision of the member's last join or update.
-    pub revision: u64,
+    pub revision: Revision,
 }
 
 /// A change in a group's membership.
@@ -50,9 +51,9 @@ pub enum PresenceEvent {
         /// [`EventKind::Delete`] (its key was deleted: it left, or was removed).
         how: EventKind,
         /// The lease that ended (Expire, Revoke); 0 for Delete.
-        lease: u64,
+        lease: LeaseId,
         /// Revision of the departure.
-        revision: u64,
+        revision: Revision,
     },
 }
 
@@ -106,7 +107,7 @@ impl Presence {
         lease: &Lease,
         member: &str,
         metadata: impl Into<Vec<u8>>,
-    ) -> Result<u64, Error> {
+    ) -> Result<Revision, Error> {
         self.check(Some(member))?;
         let options = PutOptions {
             lease: Some(lease.id()),
@@ -129,7 +130,7 @@ impl Presence {
     }
 
     /// The live members, read linearizably, and the revision they reflect.
-    pub async fn members(&self) -> Result<(Vec<Member>, u64), Error> {
+    pub async fn members(&self) -> Result<(Vec<Member>, Revision), Error> {
         self.check(None)?;
         let prefix = self.prefix();
         let options = RangeOptions {
@@ -162,7 +163,7 @@ impl Presence {
             .client
             .watch(
                 self.prefix(),
-                WatchOptions::prefix().from_revision(revision + 1),
+                WatchOptions::prefix().from_revision(revision.next()),
             )
             .await?;
         Ok(PresenceWatch {
@@ -179,8 +180,8 @@ fn member_of(prefix: &str, kv: KeyValue) -> Option<Member> {
     Some(Member {
         name: String::from_utf8_lossy(name).into_owned(),
         metadata: kv.value,
-        lease: kv.lease,
-        revision: kv.mod_revision,
+        lease: LeaseId::new(kv.lease),
+        revision: Revision::new(kv.mod_revision),
     })
 }
 

@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::lock::{LockOutcome, UnlockOutcome};
 use tokio::task::JoinHandle;
+use zaris_types::{FencingToken, LeaseId};
 
 use crate::client::{Client, unexpected};
 use crate::error::Error;
@@ -66,7 +67,7 @@ type LockCall = JoinHandle<Result<LockOutcome, Error>>;
 pub(crate) struct QueuePlace {
     client: Client,
     name: String,
-    lease: u64,
+    lease: LeaseId,
     claim: Arc<Claim>,
     /// The Lock call whose answer has not been seen yet.
     in_flight: Option<LockCall>,
@@ -79,7 +80,7 @@ impl QueuePlace {
         client: &Client,
         claims: &Claims,
         name: &str,
-        lease: u64,
+        lease: LeaseId,
     ) -> QueuePlace {
         let claim = claims.get(name);
         {
@@ -141,9 +142,12 @@ impl QueuePlace {
 
     /// Gives the place back now: `Some(token)` if the lock had been handed over meanwhile (the
     /// caller keeps it, through the returned [`Holding`]), `None` once withdrawn.
-    pub(crate) async fn withdraw_now(self) -> Result<Option<(u64, Holding)>, Error> {
+    pub(crate) async fn withdraw_now(self) -> Result<Option<(FencingToken, Holding)>, Error> {
         let turn = self.claim.turn.lock().await;
-        let outcome = self.client.unlock(self.name.clone(), self.lease, 0).await?;
+        let outcome = self
+            .client
+            .unlock(self.name.clone(), self.lease, FencingToken::NONE)
+            .await?;
         drop(turn);
         match outcome {
             UnlockOutcome::HeldNow { token } => Ok(Some((token, self.hold()))),
@@ -188,7 +192,7 @@ impl Holding {
 
     /// The guard was dropped while holding lock `name` with `token`: release it in the
     /// background, unless another wait or guard of this process for it still exists.
-    pub(crate) fn abandon(self, client: &Client, name: &str, lease: u64, token: u64) {
+    pub(crate) fn abandon(self, client: &Client, name: &str, lease: LeaseId, token: FencingToken) {
         self.claim.guards.fetch_sub(1, Ordering::SeqCst);
         let giveback = GiveBack {
             client: client.clone(),
@@ -212,12 +216,12 @@ impl Drop for Holding {
 struct GiveBack {
     client: Client,
     name: String,
-    lease: u64,
+    lease: LeaseId,
     claim: Arc<Claim>,
 }
 
 impl GiveBack {
-    fn spawn(self, in_flight: Option<LockCall>, token: Option<u64>) {
+    fn spawn(self, in_flight: Option<LockCall>, token: Option<FencingToken>) {
         // No runtime (dropped after it shut down): nothing can be sent; the lease's end gives the
         // claim back.
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -226,7 +230,7 @@ impl GiveBack {
         runtime.spawn(self.run(in_flight, token));
     }
 
-    async fn run(self, in_flight: Option<LockCall>, token: Option<u64>) {
+    async fn run(self, in_flight: Option<LockCall>, token: Option<FencingToken>) {
         self.give_back_if_unowned(token).await;
         let Some(call) = in_flight else { return };
         // The call's answer comes after its LockAcquire applied: if it left the lease queued or
@@ -244,7 +248,7 @@ impl GiveBack {
     /// Withdraws the lease from the queue (or releases the lock with `token`, or with the token
     /// the withdrawal reports if the lock was handed over meanwhile), unless a wait or guard of
     /// this process for the lock exists now: it owns the claim.
-    async fn give_back_if_unowned(&self, token: Option<u64>) {
+    async fn give_back_if_unowned(&self, token: Option<FencingToken>) {
         let _turn = self.claim.turn.lock().await;
         if !self.claim.unowned() {
             return;
@@ -252,7 +256,11 @@ impl GiveBack {
         let result = async {
             let token = match token {
                 Some(token) => Some(token),
-                None => match self.client.unlock(self.name.clone(), self.lease, 0).await? {
+                None => match self
+                    .client
+                    .unlock(self.name.clone(), self.lease, FencingToken::NONE)
+                    .await?
+                {
                     UnlockOutcome::HeldNow { token } => Some(token),
                     _ => None,
                 },
@@ -269,12 +277,12 @@ impl GiveBack {
         .await;
         match result {
             Ok(()) => tracing::debug!(
-                lease_id = self.lease,
+                lease_id = self.lease.get(),
                 lock = %self.name,
                 "gave back an abandoned claim on a lock"
             ),
             Err(err) => tracing::debug!(
-                lease_id = self.lease,
+                lease_id = self.lease.get(),
                 lock = %self.name,
                 error = %err,
                 "giving back an abandoned claim on a lock failed"

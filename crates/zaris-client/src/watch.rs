@@ -13,6 +13,7 @@ use zaris_proto::v1::{
     self as pb, EventType, KeyValue, WatchCancelReason, WatchCreateRequest, WatchRequest,
     WatchResponse, watch_request,
 };
+use zaris_types::{LeaseId, Revision};
 
 use crate::client::Client;
 use crate::endpoint::Target;
@@ -85,9 +86,9 @@ pub struct WatchEvent {
     /// The pair before the change, if [`WatchOptions::prev_kv`] was asked for and it existed.
     pub prev_kv: Option<KeyValue>,
     /// Expire and Revoke: the lease that ended. Put: the lease the key is bound to (0 = none).
-    pub lease: u64,
+    pub lease: LeaseId,
     /// Revision of the change (all keys removed by one lease ending share it).
-    pub revision: u64,
+    pub revision: Revision,
 }
 
 impl WatchEvent {
@@ -101,8 +102,8 @@ impl WatchEvent {
             kind: EventKind::from_wire(event.r#type)?,
             kv: event.kv.unwrap_or_default(),
             prev_kv: event.prev_kv,
-            lease: event.lease,
-            revision: event.revision,
+            lease: LeaseId::new(event.lease),
+            revision: Revision::new(event.revision),
         })
     }
 }
@@ -116,7 +117,7 @@ pub struct WatchOptions {
     pub range_end: Option<Vec<u8>>,
     /// First revision to deliver (inclusive); 0 = the revision after the current one. A
     /// revision older than the server's retained history fails with [`Error::Compacted`].
-    pub start_revision: u64,
+    pub start_revision: Revision,
     /// Include each event's previous pair.
     pub prev_kv: bool,
     /// Deliver only these kinds; empty = all.
@@ -133,7 +134,7 @@ impl WatchOptions {
     }
 
     /// Sets [`WatchOptions::start_revision`].
-    pub fn from_revision(mut self, revision: u64) -> Self {
+    pub fn from_revision(mut self, revision: Revision) -> Self {
         self.start_revision = revision;
         self
     }
@@ -165,7 +166,7 @@ impl WatchOptions {
 pub struct Watcher {
     receiver: mpsc::Receiver<Result<Vec<WatchEvent>, Error>>,
     buffered: VecDeque<WatchEvent>,
-    start_revision: u64,
+    start_revision: Revision,
     task: JoinHandle<()>,
 }
 
@@ -177,7 +178,7 @@ impl Drop for Watcher {
 
 impl Watcher {
     /// The first revision this watch delivers.
-    pub fn start_revision(&self) -> u64 {
+    pub fn start_revision(&self) -> Revision {
         self.start_revision
     }
 
@@ -225,7 +226,7 @@ impl Client {
             Ok(Ok(start_revision)) => Ok(Watcher {
                 receiver,
                 buffered: VecDeque::new(),
-                start_revision,
+                start_revision: Revision::new(start_revision),
                 task,
             }),
             Ok(Err(err)) => Err(err),
@@ -314,11 +315,16 @@ impl WatchTask {
     }
 
     /// One subscription on one member, until it ends.
-    async fn subscribe(&mut self, target: &Target, next: &mut u64, router: &mut Router) -> Ended {
+    async fn subscribe(
+        &mut self,
+        target: &Target,
+        next: &mut Revision,
+        router: &mut Router,
+    ) -> Ended {
         let authority = target.authority.as_str();
         let (requests, outbound) = mpsc::channel(1);
         // The receiver is alive (held below): cannot fail.
-        let _ = requests.try_send(self.create_request(*next));
+        let _ = requests.try_send(self.create_request((*next).get()));
         let limit = {
             let options = self.client.options();
             options.connect_timeout + options.attempt_timeout()
@@ -357,7 +363,7 @@ impl WatchTask {
     async fn handle(
         &mut self,
         message: WatchResponse,
-        next: &mut u64,
+        next: &mut Revision,
         target: &Target,
         router: &mut Router,
     ) -> Option<Ended> {
@@ -372,7 +378,7 @@ impl WatchTask {
             return Some(match reason {
                 WatchCancelReason::Compacted => Ended::Fatal(Some(Error::Compacted {
                     requested: *next,
-                    compact_revision: message.compact_revision,
+                    compact_revision: Revision::new(message.compact_revision),
                 })),
                 WatchCancelReason::ClientRequested => Ended::Fatal(None),
                 WatchCancelReason::SlowConsumer => Ended::Retry {
@@ -387,12 +393,12 @@ impl WatchTask {
             });
         }
         if message.created {
-            if *next == 0 {
-                *next = header_revision + 1;
+            if *next == Revision::ZERO {
+                *next = Revision::new(header_revision + 1);
             }
             router.succeeded(self.client.endpoints_ref(), target.index);
             if let Some(created) = self.created.take() {
-                let _ = created.send(Ok(*next));
+                let _ = created.send(Ok((*next).get()));
             }
         }
         if message.events.is_empty() {
@@ -404,10 +410,10 @@ impl WatchTask {
         // member replays from further back than asked.
         let resume = *next;
         for event in message.events {
-            if event.revision < resume {
+            if event.revision < resume.get() {
                 continue;
             }
-            *next = event.revision + 1;
+            *next = Revision::new(event.revision + 1);
             // Kinds added in later versions are skipped, as the protocol asks.
             if let Some(event) = WatchEvent::from_wire(event) {
                 batch.push(event);

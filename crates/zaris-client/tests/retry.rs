@@ -15,7 +15,7 @@ use zaris_client::proto::cluster_server::{Cluster, ClusterServer};
 use zaris_client::proto::kv_server::{Kv, KvServer};
 use zaris_client::proto::lease_server::{Lease, LeaseServer};
 use zaris_client::proto::*;
-use zaris_client::{Client, ClientOptions, Error, PutOptions, Renewed};
+use zaris_client::{Client, ClientOptions, Error, LeaseId, PutOptions, Renewed, Revision};
 
 /// How a fake member answers writes.
 #[derive(Debug, Clone)]
@@ -455,7 +455,7 @@ async fn a_first_attempt_refused_as_forgotten_is_resent_seen_revision_what_was_f
     assert_eq!((first.client_id, first.seq), (second.client_id, second.seq));
     assert_eq!((first.seen_revision, second.seen_revision), (0, 500));
     // Later writes are issued after the revisions the client has seen.
-    assert!(client.seen_revision() >= 500);
+    assert!(client.seen_revision() >= Revision::new(500));
 }
 
 #[tokio::test]
@@ -567,7 +567,7 @@ async fn keep_alive_once_waits_for_the_matching_seq() {
     let (_member, address) = start(1, Behavior::Leader).await;
     let client = client(&[&address], fast_options()).await;
 
-    let first = match client.keep_alive_once([5, 13]).await {
+    let first = match client.keep_alive_once([5, 13].map(LeaseId::new)).await {
         Ok(response) => response,
         Err(err) => panic!("{err}"),
     };
@@ -575,12 +575,12 @@ async fn keep_alive_once_waits_for_the_matching_seq() {
     assert_eq!(
         first.renewed,
         [Renewed {
-            id: 5,
-            ttl_ms: 5000
+            id: LeaseId::new(5),
+            ttl: Duration::from_secs(5)
         }]
     );
-    assert_eq!(first.not_found, [13]);
-    let second = match client.keep_alive_once([5]).await {
+    assert_eq!(first.not_found, [LeaseId::new(13)]);
+    let second = match client.keep_alive_once([LeaseId::new(5)]).await {
         Ok(response) => response,
         Err(err) => panic!("{err}"),
     };

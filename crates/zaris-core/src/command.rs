@@ -8,9 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::limits::{LimitKind, Limits};
 use crate::outcome::Rejection;
-use crate::types::{
-    Guard, KeySelector, LeaseId, MAX_CHOSEN_LEASE_ID, NO_LEASE, RequestId, Revision, Token,
-};
+use crate::types::{DurationMs, FencingToken, Guard, KeySelector, LeaseId, RequestId, Revision};
 
 /// One replicated command and, for retry-safe writes, the id that de-duplicates it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,7 +50,7 @@ pub struct ExpiredLease {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Command {
     /// Create a lease. `id == 0` lets the state machine choose a fresh id.
-    Grant { id: LeaseId, ttl_ms: u64 },
+    Grant { id: LeaseId, ttl_ms: DurationMs },
     /// Renew many leases at once (group-committed keepalives).
     Renew { ids: Vec<LeaseId> },
     /// A client revokes a lease: its keys are deleted and its locks released.
@@ -85,7 +83,7 @@ pub enum Command {
     LockRelease {
         name: String,
         lease: LeaseId,
-        token: Token,
+        token: FencingToken,
     },
     /// Stop waiting for a lock (a waiter that timed out). If the lock was handed to the lease in the
     /// meantime, the outcome says so and the lock stays held.
@@ -184,9 +182,10 @@ impl Request {
     pub fn validate(&self, limits: &Limits) -> Result<(), Rejection> {
         match &self.command {
             Command::Grant { id, ttl_ms } => {
-                if *id > MAX_CHOSEN_LEASE_ID {
+                if *id > LeaseId::MAX_CHOSEN {
                     return Err(Rejection::InvalidArgument(format!(
-                        "lease id {id} is above {MAX_CHOSEN_LEASE_ID}, the largest a client may choose"
+                        "lease id {id} is above {}, the largest a client may choose",
+                        LeaseId::MAX_CHOSEN
                     )));
                 }
                 check_ttl(*ttl_ms, limits)
@@ -246,7 +245,7 @@ impl Request {
     }
 }
 
-fn check_ttl(ttl_ms: u64, limits: &Limits) -> Result<(), Rejection> {
+fn check_ttl(ttl_ms: DurationMs, limits: &Limits) -> Result<(), Rejection> {
     if ttl_ms < limits.min_ttl_ms || ttl_ms > limits.max_ttl_ms {
         return Err(Rejection::TtlOutOfRange {
             ttl_ms,
@@ -258,7 +257,7 @@ fn check_ttl(ttl_ms: u64, limits: &Limits) -> Result<(), Rejection> {
 }
 
 fn check_lease_id(id: LeaseId) -> Result<(), Rejection> {
-    if id == NO_LEASE {
+    if id == LeaseId::NONE {
         return Err(Rejection::InvalidArgument(
             "lease id 0 is reserved for \"no lease\"".into(),
         ));

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::command::ExpiredLease;
 use crate::outcome::LeaseEffect;
-use crate::types::{LeaseId, Revision};
+use crate::types::{DurationMs, InstantMs, LeaseId, Revision};
 
 /// Default sustained expiry rate, in leases per second.
 pub const DEFAULT_REVOKE_RATE_PER_S: u32 = 10_000;
@@ -19,7 +19,7 @@ pub const DEFAULT_REVOKE_RATE_PER_S: u32 = 10_000;
 pub const DEFAULT_REVOKE_BURST: u32 = 10_000;
 /// Default wait before a lease whose expiry was proposed is proposed again (the proposal may have
 /// been lost in a leader change).
-pub const DEFAULT_RETRY_AFTER_MS: u64 = 1_000;
+pub const DEFAULT_RETRY_AFTER: DurationMs = DurationMs::new(1_000);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LessorConfig {
@@ -29,7 +29,7 @@ pub struct LessorConfig {
     pub revoke_burst: u32,
     /// How long an overdue lease handed out by [`Lessor::expired`] is held back before it is
     /// handed out again.
-    pub retry_after_ms: u64,
+    pub retry_after: DurationMs,
 }
 
 impl Default for LessorConfig {
@@ -37,14 +37,14 @@ impl Default for LessorConfig {
         LessorConfig {
             revoke_rate_per_s: DEFAULT_REVOKE_RATE_PER_S,
             revoke_burst: DEFAULT_REVOKE_BURST,
-            retry_after_ms: DEFAULT_RETRY_AFTER_MS,
+            retry_after: DEFAULT_RETRY_AFTER,
         }
     }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Tracked {
-    deadline_ms: u64,
+    deadline: InstantMs,
     renewed_revision: Revision,
 }
 
@@ -52,14 +52,14 @@ struct Tracked {
 #[derive(Clone, Debug)]
 struct Bucket {
     milli_tokens: u64,
-    refilled_at_ms: u64,
+    refilled_at: InstantMs,
 }
 
 #[derive(Debug)]
 pub struct Lessor {
     config: LessorConfig,
     leases: BTreeMap<LeaseId, Tracked>,
-    by_deadline: BTreeSet<(u64, LeaseId)>,
+    by_deadline: BTreeSet<(InstantMs, LeaseId)>,
     /// The Raft term this lessor was promoted in; `None` while it expires nothing. The one record
     /// of "this node's lessor is primary": the server's expiry loop reads it, not a copy.
     primary_term: Option<u64>,
@@ -76,29 +76,35 @@ impl Lessor {
             primary_term: None,
             bucket: Bucket {
                 milli_tokens,
-                refilled_at_ms: 0,
+                refilled_at: InstantMs::new(0),
             },
         }
     }
 
-    /// Records what an applied command did to leases, at local time `now_ms`.
-    pub fn observe(&mut self, now_ms: u64, effect: &LeaseEffect) {
+    /// Records what an applied command did to leases, at local time `now`.
+    pub fn observe(&mut self, now: InstantMs, effect: &LeaseEffect) {
         match *effect {
             LeaseEffect::Refreshed {
                 id,
                 ttl_ms,
                 renewed_revision,
-            } => self.refresh(now_ms, id, ttl_ms, renewed_revision),
+            } => self.refresh(now, id, ttl_ms, renewed_revision),
             LeaseEffect::Revoked { id, .. } => self.remove(id),
         }
     }
 
-    /// The lease lives until `now_ms + ttl_ms`.
-    pub fn refresh(&mut self, now_ms: u64, id: LeaseId, ttl_ms: u64, renewed_revision: Revision) {
+    /// The lease lives until `now + ttl`.
+    pub fn refresh(
+        &mut self,
+        now: InstantMs,
+        id: LeaseId,
+        ttl: DurationMs,
+        renewed_revision: Revision,
+    ) {
         self.set(
             id,
             Tracked {
-                deadline_ms: now_ms.saturating_add(ttl_ms),
+                deadline: now.after(ttl),
                 renewed_revision,
             },
         );
@@ -106,19 +112,19 @@ impl Lessor {
 
     pub fn remove(&mut self, id: LeaseId) {
         if let Some(old) = self.leases.remove(&id) {
-            self.by_deadline.remove(&(old.deadline_ms, id));
+            self.by_deadline.remove(&(old.deadline, id));
         }
     }
 
     /// Replaces the table after the state was replaced wholesale (a snapshot installed, or loaded
     /// at restart). A lease this lessor already tracks at the same `renewed_revision` keeps its
     /// deadline: nothing renewed it since, so the deadline is still exact. Every other lease (new
-    /// here, or renewed at a revision this node never applied) gets a full TTL from `now_ms`, the
+    /// here, or renewed at a revision this node never applied) gets a full TTL from `now`, the
     /// conservative choice when its last renewal time is unknown. Leases not in `leases` are gone.
     pub fn reset(
         &mut self,
-        now_ms: u64,
-        leases: impl IntoIterator<Item = (LeaseId, u64, Revision)>,
+        now: InstantMs,
+        leases: impl IntoIterator<Item = (LeaseId, DurationMs, Revision)>,
     ) {
         let known = std::mem::take(&mut self.leases);
         self.by_deadline.clear();
@@ -127,27 +133,27 @@ impl Lessor {
                 Some(tracked) if tracked.renewed_revision == renewed_revision => {
                     self.set(id, *tracked)
                 }
-                _ => self.refresh(now_ms, id, ttl_ms, renewed_revision),
+                _ => self.refresh(now, id, ttl_ms, renewed_revision),
             }
         }
     }
 
     /// Called when this node became Raft leader of `term` and has applied everything committed
-    /// before it: every deadline becomes `max(deadline, now) + extend_ms` (never shorter), and
-    /// expiry starts. `extend_ms` is one election timeout: the time a previous leader may still
+    /// before it: every deadline becomes `max(deadline, now) + extend` (never shorter), and
+    /// expiry starts. `extend` is one election timeout: the time a previous leader may still
     /// have been acknowledging renewals this node has not yet seen applied.
-    pub fn promote(&mut self, term: u64, now_ms: u64, extend_ms: u64) {
+    pub fn promote(&mut self, term: u64, now: InstantMs, extend: DurationMs) {
         for tracked in self.leases.values_mut() {
-            tracked.deadline_ms = tracked.deadline_ms.max(now_ms).saturating_add(extend_ms);
+            tracked.deadline = tracked.deadline.max(now).after(extend);
         }
         self.by_deadline = self
             .leases
             .iter()
-            .map(|(id, t)| (t.deadline_ms, *id))
+            .map(|(id, t)| (t.deadline, *id))
             .collect();
         self.bucket = Bucket {
             milli_tokens: u64::from(self.config.revoke_burst) * 1_000,
-            refilled_at_ms: now_ms,
+            refilled_at: now,
         };
         self.primary_term = Some(term);
     }
@@ -167,30 +173,30 @@ impl Lessor {
     }
 
     /// Up to `max_batch` overdue leases (earliest deadline first), within the revoke rate; empty
-    /// unless this node is primary. Each lease returned is held back for `retry_after_ms`, so a
+    /// unless this node is primary. Each lease returned is held back for `retry_after`, so a
     /// lease whose expiry is in flight is not proposed twice; if the expiry is lost, it comes back.
-    pub fn expired(&mut self, now_ms: u64, max_batch: usize) -> Vec<ExpiredLease> {
+    pub fn expired(&mut self, now: InstantMs, max_batch: usize) -> Vec<ExpiredLease> {
         if self.primary_term.is_none() {
             return Vec::new();
         }
-        self.refill(now_ms);
+        self.refill(now);
         let allowed = (self.bucket.milli_tokens / 1_000).min(max_batch as u64) as usize;
-        let due: Vec<(u64, LeaseId)> = self
+        let due: Vec<(InstantMs, LeaseId)> = self
             .by_deadline
             .iter()
-            .take_while(|(deadline, _)| *deadline <= now_ms)
+            .take_while(|(deadline, _)| *deadline <= now)
             .take(allowed)
             .copied()
             .collect();
         self.bucket.milli_tokens -= due.len() as u64 * 1_000;
-        let retry_at = now_ms.saturating_add(self.config.retry_after_ms);
+        let retry_at = now.after(self.config.retry_after);
         due.into_iter()
             .filter_map(|(_, id)| {
                 let tracked = *self.leases.get(&id)?;
                 self.set(
                     id,
                     Tracked {
-                        deadline_ms: retry_at,
+                        deadline: retry_at,
                         ..tracked
                     },
                 );
@@ -203,18 +209,18 @@ impl Lessor {
     }
 
     /// The earliest deadline, to know how long the expiry loop may sleep.
-    pub fn next_deadline_ms(&self) -> Option<u64> {
+    pub fn next_deadline(&self) -> Option<InstantMs> {
         self.by_deadline.first().map(|(deadline, _)| *deadline)
     }
 
     /// This node's deadline for a lease.
-    pub fn deadline_ms(&self, id: LeaseId) -> Option<u64> {
-        self.leases.get(&id).map(|t| t.deadline_ms)
+    pub fn deadline(&self, id: LeaseId) -> Option<InstantMs> {
+        self.leases.get(&id).map(|t| t.deadline)
     }
 
-    /// Milliseconds left until this node considers the lease overdue (0 if already overdue).
-    pub fn remaining_ms(&self, now_ms: u64, id: LeaseId) -> Option<u64> {
-        self.deadline_ms(id).map(|d| d.saturating_sub(now_ms))
+    /// Time left until this node considers the lease overdue (zero if already overdue).
+    pub fn remaining(&self, now: InstantMs, id: LeaseId) -> Option<DurationMs> {
+        self.deadline(id).map(|d| d.since(now))
     }
 
     pub fn len(&self) -> usize {
@@ -227,19 +233,19 @@ impl Lessor {
 
     fn set(&mut self, id: LeaseId, tracked: Tracked) {
         if let Some(old) = self.leases.insert(id, tracked) {
-            self.by_deadline.remove(&(old.deadline_ms, id));
+            self.by_deadline.remove(&(old.deadline, id));
         }
-        self.by_deadline.insert((tracked.deadline_ms, id));
+        self.by_deadline.insert((tracked.deadline, id));
     }
 
-    fn refill(&mut self, now_ms: u64) {
-        let elapsed_ms = now_ms.saturating_sub(self.bucket.refilled_at_ms);
+    fn refill(&mut self, now: InstantMs) {
+        let elapsed_ms = now.since(self.bucket.refilled_at).get();
         let cap = u64::from(self.config.revoke_burst) * 1_000;
         self.bucket.milli_tokens = self
             .bucket
             .milli_tokens
             .saturating_add(elapsed_ms.saturating_mul(u64::from(self.config.revoke_rate_per_s)))
             .min(cap);
-        self.bucket.refilled_at_ms = self.bucket.refilled_at_ms.max(now_ms);
+        self.bucket.refilled_at = self.bucket.refilled_at.max(now);
     }
 }

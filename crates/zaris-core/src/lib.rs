@@ -29,6 +29,5 @@ pub use outcome::{
 };
 pub use state::{LeaseInfo, LockInfo, RangeResult, State};
 pub use types::{
-    Guard, KeySelector, KeyValue, LeaseId, MAX_CHOSEN_LEASE_ID, MAX_LEASE_ID, NO_LEASE, RequestId,
-    Revision, Token,
+    DurationMs, FencingToken, Guard, InstantMs, KeySelector, KeyValue, LeaseId, RequestId, Revision,
 };

@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::types::DurationMs;
+
 /// Largest key, in bytes.
 pub const DEFAULT_MAX_KEY_BYTES: u32 = 4 * 1024;
 /// Largest value, in bytes.
@@ -14,9 +16,9 @@ pub const DEFAULT_MAX_VALUE_BYTES: u32 = 1024 * 1024;
 pub const DEFAULT_MAX_LOCK_NAME_BYTES: u32 = 256;
 /// Shortest TTL. Must exceed the election timeout so a leader change cannot expire a lease that was
 /// renewed on time (the server checks this against its configuration at start).
-pub const DEFAULT_MIN_TTL_MS: u64 = 2_000;
+pub const DEFAULT_MIN_TTL_MS: DurationMs = DurationMs::new(2_000);
 /// Longest TTL: one week.
-pub const DEFAULT_MAX_TTL_MS: u64 = 7 * 24 * 3_600 * 1_000;
+pub const DEFAULT_MAX_TTL_MS: DurationMs = DurationMs::new(7 * 24 * 3_600 * 1_000);
 /// Compares plus operations (both branches) in one transaction.
 pub const DEFAULT_MAX_TXN_OPS: u32 = 128;
 /// Lease ids in one renew or revoke batch.
@@ -40,8 +42,8 @@ pub struct Limits {
     pub max_key_bytes: u32,
     pub max_value_bytes: u32,
     pub max_lock_name_bytes: u32,
-    pub min_ttl_ms: u64,
-    pub max_ttl_ms: u64,
+    pub min_ttl_ms: DurationMs,
+    pub max_ttl_ms: DurationMs,
     pub max_txn_ops: u32,
     pub max_batch_ids: u32,
     pub max_waiters_per_lock: u32,
@@ -122,10 +124,11 @@ impl Limits {
 
     /// Checks that the limits themselves make sense (used when a cluster is bootstrapped).
     pub fn check(&self) -> Result<(), String> {
-        if self.min_ttl_ms == 0 || self.min_ttl_ms > self.max_ttl_ms {
+        if self.min_ttl_ms == DurationMs::ZERO || self.min_ttl_ms > self.max_ttl_ms {
             return Err(format!(
                 "TTL bounds are inconsistent: min_ttl_ms={} max_ttl_ms={}",
-                self.min_ttl_ms, self.max_ttl_ms
+                self.min_ttl_ms.get(),
+                self.max_ttl_ms.get()
             ));
         }
         let nonzero = [

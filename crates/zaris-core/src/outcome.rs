@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::limits::LimitKind;
-use crate::types::{KeyValue, LeaseId, Revision, Token};
+use crate::types::{DurationMs, FencingToken, KeyValue, LeaseId, Revision};
 
 /// The client-visible result of one applied request.
 pub type Response = Result<Outcome, Rejection>;
@@ -16,11 +16,11 @@ pub type Response = Result<Outcome, Rejection>;
 pub enum Rejection {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
-    #[error("TTL {ttl_ms} ms is outside the allowed range [{min_ttl_ms}, {max_ttl_ms}] ms")]
+    #[error("TTL {ttl_ms} is outside the allowed range [{min_ttl_ms}, {max_ttl_ms}]")]
     TtlOutOfRange {
-        ttl_ms: u64,
-        min_ttl_ms: u64,
-        max_ttl_ms: u64,
+        ttl_ms: DurationMs,
+        min_ttl_ms: DurationMs,
+        max_ttl_ms: DurationMs,
     },
     #[error("limit {limit} exceeded: {actual} > {max}")]
     LimitExceeded {
@@ -40,14 +40,14 @@ pub enum Rejection {
     )]
     GuardFailed {
         lock: String,
-        token: Token,
-        current: Option<Token>,
+        token: FencingToken,
+        current: Option<FencingToken>,
     },
     #[error("lease {lease} does not hold lock {lock:?} with token {token}")]
     NotHolder {
         lock: String,
         lease: LeaseId,
-        token: Token,
+        token: FencingToken,
     },
     /// A request whose id the de-duplication table no longer answers for: it was applied at
     /// `applied_at` with a response too large to keep, or (`None`) an earlier attempt may have
@@ -88,11 +88,11 @@ impl Rejection {
 pub enum Outcome {
     Granted {
         id: LeaseId,
-        ttl_ms: u64,
+        ttl_ms: DurationMs,
     },
     /// Per-id results of a renew batch: leases that no longer exist are listed, not errors.
     Renewed {
-        renewed: Vec<(LeaseId, u64)>,
+        renewed: Vec<(LeaseId, DurationMs)>,
         not_found: Vec<LeaseId>,
     },
     Revoked {
@@ -118,7 +118,7 @@ pub enum Outcome {
     Lock(LockOutcome),
     /// The lock was released; `next` is the waiter it passed to, with its new token.
     Unlocked {
-        next: Option<(LeaseId, Token)>,
+        next: Option<(LeaseId, FencingToken)>,
     },
     Cancelled(CancelOutcome),
     /// The cluster's limits were set.
@@ -138,11 +138,14 @@ pub enum OpResult {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LockOutcome {
     /// The lease holds the lock. `token` is the fencing token; re-acquiring returns the same one.
-    Held { token: Token },
+    Held { token: FencingToken },
     /// The lease waits; `position` 1 is next in line.
     Queued { position: u32 },
     /// Held by another lease and the caller did not want to wait.
-    Busy { holder: LeaseId, token: Token },
+    Busy {
+        holder: LeaseId,
+        token: FencingToken,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,7 +153,7 @@ pub enum CancelOutcome {
     /// The lease was removed from the queue.
     Withdrawn,
     /// The lock was handed to the lease before the cancel applied: it holds it now.
-    Held { token: Token },
+    Held { token: FencingToken },
     /// The lease neither waits for nor holds the lock.
     NotWaiting,
 }
@@ -183,7 +186,7 @@ pub enum LeaseEffect {
     /// Granted or renewed: the lease lives for `ttl_ms` from now on.
     Refreshed {
         id: LeaseId,
-        ttl_ms: u64,
+        ttl_ms: DurationMs,
         renewed_revision: Revision,
     },
     Revoked {
@@ -198,12 +201,12 @@ pub enum LockEffect {
     Acquired {
         name: String,
         lease: LeaseId,
-        token: Token,
+        token: FencingToken,
     },
     Released {
         name: String,
         lease: LeaseId,
-        token: Token,
+        token: FencingToken,
     },
 }
 

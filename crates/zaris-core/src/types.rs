@@ -2,24 +2,70 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The Raft log index of the entry that made a change. Unique, ordered, survives failover.
-pub type Revision = u64;
+pub use zaris_types::{FencingToken, LeaseId, Revision};
 
-/// A lease identifier. `0` means "no lease" wherever a lease is optional.
-pub type LeaseId = u64;
+/// A span of time in whole milliseconds: a TTL, an election timeout, a retry delay. Replicated
+/// (a lease's TTL is part of the state), so it is an integer, not a `std::time::Duration`.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct DurationMs(u64);
 
-/// The "no lease" value of a [`LeaseId`] field.
-pub const NO_LEASE: LeaseId = 0;
+impl DurationMs {
+    pub const ZERO: DurationMs = DurationMs(0);
 
-/// The largest id a client may ask for in a Grant. Ids above it are left to the server, so a
-/// client that chooses this id cannot exhaust the ids the server hands out.
-pub const MAX_CHOSEN_LEASE_ID: LeaseId = 1 << 62;
+    pub const fn new(ms: u64) -> Self {
+        DurationMs(ms)
+    }
 
-/// The largest lease id of all (it fits a signed 64-bit integer, as etcd's lease ids do).
-pub const MAX_LEASE_ID: LeaseId = i64::MAX as u64;
+    pub const fn get(self) -> u64 {
+        self.0
+    }
 
-/// A fencing token: the revision at which a lock's current holder acquired it.
-pub type Token = u64;
+    pub const fn saturating_mul(self, factor: u64) -> DurationMs {
+        DurationMs(self.0.saturating_mul(factor))
+    }
+
+    pub fn from_duration(duration: std::time::Duration) -> Self {
+        DurationMs(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub const fn to_duration(self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.0)
+    }
+}
+
+impl std::fmt::Display for DurationMs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ms", self.0)
+    }
+}
+
+/// A reading of one node's monotonic clock, in milliseconds since that clock's origin. Never
+/// replicated: deadlines on different nodes are on different clocks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct InstantMs(u64);
+
+impl InstantMs {
+    pub const fn new(ms: u64) -> Self {
+        InstantMs(ms)
+    }
+
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+
+    /// `self + span`, saturating.
+    pub const fn after(self, span: DurationMs) -> InstantMs {
+        InstantMs(self.0.saturating_add(span.0))
+    }
+
+    /// How long from `earlier` to `self` (zero if `earlier` is later).
+    pub const fn since(self, earlier: InstantMs) -> DurationMs {
+        DurationMs(self.0.saturating_sub(earlier.0))
+    }
+}
 
 /// Names a client request so that a retried write is applied at most once.
 ///
@@ -46,7 +92,7 @@ pub struct KeyValue {
     pub mod_revision: Revision,
     /// Number of puts since creation, starting at 1; 0 for a deleted key.
     pub version: u64,
-    /// The lease the key is bound to, or [`NO_LEASE`].
+    /// The lease the key is bound to, or [`LeaseId::NONE`].
     pub lease: LeaseId,
 }
 
@@ -86,5 +132,5 @@ impl KeySelector {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Guard {
     pub lock: String,
-    pub token: Token,
+    pub token: FencingToken,
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 use futures::{Stream, TryStreamExt};
 use openraft::storage::{EntryResponder, RaftStateMachine};
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
-use zaris_core::{Applied, Outcome, State, codec};
+use zaris_core::{Applied, Outcome, Revision, State, codec};
 
 use crate::io_err;
 use crate::types::{LogId, Reply, Snapshot, SnapshotMeta, StoredMembership, TypeConfig};
@@ -278,7 +278,8 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         S: Stream<Item = Result<EntryResponder<TypeConfig>, io::Error>> + Unpin + OptionalSend,
     {
         while let Some((entry, responder)) = entries.try_next().await? {
-            let index = entry.log_id.index;
+            // The entry's log index is the revision of everything it changed.
+            let index = Revision::new(entry.log_id.index);
             let applied = {
                 let mut data = self.write();
                 data.last_applied = Some(entry.log_id);

@@ -5,24 +5,26 @@
 use std::fmt::Debug;
 use std::time::{Duration, Instant};
 
+use zaris_core::{DurationMs, InstantMs};
+
 pub trait Clock: Send + Sync + Debug + 'static {
     /// Time since an arbitrary, fixed origin; never goes back.
     fn elapsed(&self) -> Duration;
 
     /// Whole milliseconds since the origin, rounded down: for "has this deadline passed?", which
     /// must never say yes early.
-    fn now_ms(&self) -> u64 {
-        u64::try_from(self.elapsed().as_millis()).unwrap_or(u64::MAX)
+    fn now(&self) -> InstantMs {
+        InstantMs::new(u64::try_from(self.elapsed().as_millis()).unwrap_or(u64::MAX))
     }
 
     /// Milliseconds since the origin, rounded up: the start of a lease's time to live, so that a
     /// deadline `start + ttl` never falls before the true `t_apply + ttl` (rounding down could
     /// make it up to a millisecond early).
-    fn now_ms_rounded_up(&self) -> u64 {
+    fn now_rounded_up(&self) -> InstantMs {
         let elapsed = self.elapsed();
-        let floor = self.now_ms();
-        if elapsed > Duration::from_millis(floor) {
-            floor.saturating_add(1)
+        let floor = self.now();
+        if elapsed > Duration::from_millis(floor.get()) {
+            floor.after(DurationMs::new(1))
         } else {
             floor
         }
@@ -107,10 +109,10 @@ mod tests {
     fn deadlines_start_rounded_up_and_checks_round_down() {
         let clock = ManualClock::default();
         clock.set(Duration::from_micros(10_400));
-        assert_eq!(clock.now_ms(), 10);
-        assert_eq!(clock.now_ms_rounded_up(), 11);
+        assert_eq!(clock.now().get(), 10);
+        assert_eq!(clock.now_rounded_up().get(), 11);
         clock.set(Duration::from_millis(12));
-        assert_eq!((clock.now_ms(), clock.now_ms_rounded_up()), (12, 12));
+        assert_eq!((clock.now().get(), clock.now_rounded_up().get()), (12, 12));
     }
 }
 
@@ -129,14 +131,14 @@ mod scaled_tests {
         let mut last = (0, 0);
         for ms in [0, 1, 2, 3, 999, 1_000, 10_000, 123_457] {
             real.set(Duration::from_millis(ms));
-            assert_eq!(slow.now_ms(), ms / 2);
-            assert_eq!(fast.now_ms(), ms * 3 / 2);
-            assert_eq!(same.now_ms(), ms);
-            assert!(slow.now_ms() >= last.0 && fast.now_ms() >= last.1);
-            last = (slow.now_ms(), fast.now_ms());
+            assert_eq!(slow.now().get(), ms / 2);
+            assert_eq!(fast.now().get(), ms * 3 / 2);
+            assert_eq!(same.now().get(), ms);
+            assert!(slow.now().get() >= last.0 && fast.now().get() >= last.1);
+            last = (slow.now().get(), fast.now().get());
         }
         real.set(Duration::MAX);
-        assert_eq!(fast.now_ms(), u64::MAX);
+        assert_eq!(fast.now().get(), u64::MAX);
     }
 
     #[test]
@@ -144,7 +146,7 @@ mod scaled_tests {
         let fast = ScaledClock::new(Arc::new(MonotonicClock::default()), 2.0);
         let started = Instant::now();
         std::thread::sleep(std::time::Duration::from_millis(50));
-        let now = fast.now_ms();
+        let now = fast.now().get();
         // Read after the clock: the clock's origin precedes `started` by a moment, not a
         // millisecond, so this bounds it from above whatever the scheduler did.
         let elapsed = started.elapsed().as_millis() as u64;

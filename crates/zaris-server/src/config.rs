@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{bail, ensure};
-use zaris_core::{LessorConfig, Limits};
+use zaris_core::{DurationMs, LessorConfig, Limits};
 
 /// Default upper bound of the election timeout range, in ms. A new leader extends every lease by
 /// this much before it may expire any.
@@ -129,7 +129,7 @@ impl NodeConfig {
         // A lease must outlive a leader change, or a renewal acknowledged by the old leader could
         // be lost to an expiry by the new one.
         ensure!(
-            self.limits.min_ttl_ms > self.election_timeout_ms,
+            self.limits.min_ttl_ms > DurationMs::new(self.election_timeout_ms),
             "minimum TTL ({} ms) must exceed the election timeout ({} ms)",
             self.limits.min_ttl_ms,
             self.election_timeout_ms

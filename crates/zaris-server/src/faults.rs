@@ -8,6 +8,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use anyhow::ensure;
+use zaris_core::DurationMs;
 
 /// Slowest and fastest lessor clock rates accepted.
 /// The file in the data dir that arms one install pause (see
@@ -175,15 +176,16 @@ impl FaultConfig {
 
     /// A lease's TTL as this node's lessor counts it: 0.7 × `ttl_ms` with `early-expiry`, 0.9 ×
     /// with `slightly-early-expiry`.
-    pub fn lessor_ttl_ms(&self, ttl_ms: u64) -> u64 {
+    pub fn lessor_ttl(&self, ttl: DurationMs) -> DurationMs {
         let tenths = if self.has(Bug::EarlyExpiry) {
             7
         } else if self.has(Bug::SlightlyEarlyExpiry) {
             9
         } else {
-            return ttl_ms;
+            return ttl;
         };
-        ttl_ms / 10 * tenths + ttl_ms % 10 * tenths / 10
+        let ttl_ms = ttl.get();
+        DurationMs::new(ttl_ms / 10 * tenths + ttl_ms % 10 * tenths / 10)
     }
 }
 
@@ -205,7 +207,7 @@ mod tests {
         let faults = FaultConfig::default();
         assert_eq!(faults.unsafe_settings(), None);
         assert_eq!(faults.state_faults(), zaris_core::Faults::default());
-        assert_eq!(faults.lessor_ttl_ms(10_000), 10_000);
+        assert_eq!(faults.lessor_ttl(DurationMs::new(10_000)).get(), 10_000);
         assert!(faults.validate().is_ok());
     }
 
@@ -215,14 +217,17 @@ mod tests {
             bugs: BTreeSet::from([Bug::EarlyExpiry]),
             ..FaultConfig::default()
         };
-        assert_eq!(faults.lessor_ttl_ms(10_000), 7_000);
-        assert_eq!(faults.lessor_ttl_ms(1_005), 703);
-        assert_eq!(faults.lessor_ttl_ms(u64::MAX), u64::MAX / 10 * 7 + 3);
+        assert_eq!(faults.lessor_ttl(DurationMs::new(10_000)).get(), 7_000);
+        assert_eq!(faults.lessor_ttl(DurationMs::new(1_005)).get(), 703);
+        assert_eq!(
+            faults.lessor_ttl(DurationMs::new(u64::MAX)).get(),
+            u64::MAX / 10 * 7 + 3
+        );
         let slightly = FaultConfig {
             bugs: BTreeSet::from([Bug::SlightlyEarlyExpiry]),
             ..FaultConfig::default()
         };
-        assert_eq!(slightly.lessor_ttl_ms(1_500), 1_350);
+        assert_eq!(slightly.lessor_ttl(DurationMs::new(1_500)).get(), 1_350);
     }
 
     #[test]

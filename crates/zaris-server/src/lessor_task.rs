@@ -9,7 +9,7 @@ use openraft::async_runtime::WatchReceiver;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
-use zaris_core::{Command, Lessor, Limits, Outcome, Request};
+use zaris_core::{Command, DurationMs, InstantMs, Lessor, Limits, Outcome, Request};
 use zaris_raft::StateHandle;
 
 use crate::clock::Clock;
@@ -26,13 +26,13 @@ const TICK: Duration = Duration::from_millis(20);
 pub struct LessorProgress {
     /// The Raft term this node's lessor is primary in; `None` while it expires nothing.
     pub primary_term: Option<u64>,
-    /// The lessor time (ms) at which it was promoted in that term.
-    pub promoted_at_ms: u64,
+    /// The lessor time at which it was promoted in that term.
+    pub promoted_at: InstantMs,
     /// The lessor time of the last expiry pass that handed out no (more) overdue lease: every
     /// lease it handed out was proposed for expiry and the proposal applied here. Leases the
     /// lessor holds back (over the revoke rate, or after a failed proposal) are not covered. 0
     /// before the first pass.
-    pub checked_ms: u64,
+    pub checked: InstantMs,
 }
 
 pub struct ExpiryLoop {
@@ -40,7 +40,7 @@ pub struct ExpiryLoop {
     pub proposer: Proposer,
     pub lessor: Arc<Mutex<Lessor>>,
     pub clock: Arc<dyn Clock>,
-    pub election_timeout_ms: u64,
+    pub election_timeout: DurationMs,
     pub expire_batch: usize,
     pub state: StateHandle,
     /// This node's configured limits: proposed as the cluster's if none are set yet.
@@ -101,24 +101,24 @@ impl ExpiryLoop {
                     debug!(node_id = self.node_id, term, %error, "not yet ready to promote the lessor");
                     continue;
                 }
-                let now_ms = self.clock.now_ms_rounded_up();
-                let extend_ms = if careless {
-                    0
+                let now = self.clock.now_rounded_up();
+                let extend = if careless {
+                    DurationMs::ZERO
                 } else {
-                    self.election_timeout_ms
+                    self.election_timeout
                 };
-                self.lessor().promote(term, now_ms, extend_ms);
+                self.lessor().promote(term, now, extend);
                 self.progress.send_modify(|p| {
                     p.primary_term = Some(term);
-                    p.promoted_at_ms = now_ms;
+                    p.promoted_at = now;
                 });
                 // `now_ms` is the lessor's clock: the harness checks from these lines that no
                 // expiry is proposed before `now_ms + extend_ms` of the promotion.
                 info!(
                     node_id = self.node_id,
                     term,
-                    now_ms,
-                    extend_ms,
+                    now_ms = now.get(),
+                    extend_ms = extend.get(),
                     leases = self.lessor().len(),
                     "lessor promoted: this node now expires leases"
                 );
@@ -126,9 +126,9 @@ impl ExpiryLoop {
             if !limits_settled {
                 limits_settled = self.settle_limits().await;
             }
-            if let Some(checked_ms) = self.expire_due().await {
+            if let Some(checked) = self.expire_due().await {
                 self.progress
-                    .send_modify(|p| p.checked_ms = p.checked_ms.max(checked_ms));
+                    .send_modify(|p| p.checked = p.checked.max(checked));
             }
         }
         self.lessor().demote();
@@ -151,11 +151,11 @@ impl ExpiryLoop {
                     "configured limits differ from the cluster's; the cluster's apply"
                 );
             }
-            if current.min_ttl_ms <= self.election_timeout_ms {
+            if current.min_ttl_ms <= self.election_timeout {
                 warn!(
                     node_id = self.node_id,
-                    min_ttl_ms = current.min_ttl_ms,
-                    election_timeout_ms = self.election_timeout_ms,
+                    min_ttl_ms = current.min_ttl_ms.get(),
+                    election_timeout_ms = self.election_timeout.get(),
                     "the cluster's minimum TTL does not exceed this node's election timeout"
                 );
             }
@@ -166,7 +166,7 @@ impl ExpiryLoop {
             Ok(reply) => {
                 info!(
                     node_id = self.node_id,
-                    revision = reply.revision,
+                    revision = reply.revision.get(),
                     "cluster limits set"
                 );
                 true
@@ -180,7 +180,7 @@ impl ExpiryLoop {
 
     /// Proposes the expiry of every overdue lease, in batches. Returns the lessor time of the
     /// final check that found nothing (more) overdue, or `None` if a batch failed or was refused.
-    async fn expire_due(&self) -> Option<u64> {
+    async fn expire_due(&self) -> Option<InstantMs> {
         // The cluster's `max_batch_ids` bounds an Expire like any batch: a larger one would be
         // rejected on apply and handed out again after `retry_after_ms`, forever.
         let max_batch = self
@@ -189,23 +189,25 @@ impl ExpiryLoop {
             .min(self.expire_batch)
             .max(1);
         loop {
-            let now_ms = self.clock.now_ms();
-            let due = self.lessor().expired(now_ms, max_batch);
+            let now = self.clock.now();
+            let due = self.lessor().expired(now, max_batch);
             if due.is_empty() {
-                return Some(now_ms);
+                return Some(now);
             }
             let count = due.len();
             for lease in &due {
                 debug!(
                     node_id = self.node_id,
-                    lease_id = lease.id,
-                    observed_renewed_revision = lease.observed_renewed_revision,
+                    lease_id = lease.id.get(),
+                    observed_renewed_revision = lease.observed_renewed_revision.get(),
                     "lease overdue"
                 );
             }
             info!(
                 node_id = self.node_id,
-                now_ms, count, "proposing the expiry of overdue leases"
+                now_ms = now.get(),
+                count,
+                "proposing the expiry of overdue leases"
             );
             metrics::counter!(m::EXPIRE_BATCHES).increment(1);
             match self
@@ -224,14 +226,14 @@ impl ExpiryLoop {
                         for (id, what) in outcomes {
                             debug!(
                                 node_id = self.node_id,
-                                lease_id = id,
-                                revision = reply.revision,
+                                lease_id = id.get(),
+                                revision = reply.revision.get(),
                                 "{what}"
                             );
                         }
                         debug!(
                             node_id = self.node_id,
-                            revision = reply.revision,
+                            revision = reply.revision.get(),
                             revoked = ?revoked,
                             skipped = skipped.len(),
                             "expired leases"

@@ -7,12 +7,12 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::oneshot;
-use zaris_core::{LeaseId, Token};
+use zaris_core::{FencingToken, LeaseId};
 
 /// How a wait ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wake {
-    Acquired(Token),
+    Acquired(FencingToken),
     LeaseEnded,
 }
 
@@ -61,7 +61,7 @@ impl LockWaiters {
         }
     }
 
-    pub fn acquired(&self, name: &str, lease: LeaseId, token: Token) {
+    pub fn acquired(&self, name: &str, lease: LeaseId, token: FencingToken) {
         let woken = self.lock().remove(&(lease, name.to_string()));
         for (_, tx) in woken.into_iter().flatten() {
             let _ = tx.send(Wake::Acquired(token));
@@ -94,16 +94,19 @@ mod tests {
     #[test]
     fn concurrent_waits_for_the_same_lock_and_lease_are_all_woken() {
         let waiters = LockWaiters::default();
-        let mut first = waiters.register("m", 7);
-        let mut second = waiters.register("m", 7);
-        let mut other = waiters.register("m", 8);
+        let mut first = waiters.register("m", LeaseId::new(7));
+        let mut second = waiters.register("m", LeaseId::new(7));
+        let mut other = waiters.register("m", LeaseId::new(8));
         // One call gives up; the other must still be woken.
-        waiters.forget("m", 7, first.id);
-        waiters.acquired("m", 7, 42);
+        waiters.forget("m", LeaseId::new(7), first.id);
+        waiters.acquired("m", LeaseId::new(7), FencingToken::new(42));
         assert!(first.woken.try_recv().is_err());
-        assert_eq!(second.woken.try_recv(), Ok(Wake::Acquired(42)));
+        assert_eq!(
+            second.woken.try_recv(),
+            Ok(Wake::Acquired(FencingToken::new(42)))
+        );
         assert!(other.woken.try_recv().is_err());
-        waiters.lease_ended(8);
+        waiters.lease_ended(LeaseId::new(8));
         assert_eq!(other.woken.try_recv(), Ok(Wake::LeaseEnded));
     }
 
@@ -112,11 +115,11 @@ mod tests {
         let waiters = LockWaiters::default();
         let mut mine: Vec<_> = ["a", "b", "c"]
             .iter()
-            .map(|name| waiters.register(name, 5))
+            .map(|name| waiters.register(name, LeaseId::new(5)))
             .collect();
-        let mut before = waiters.register("a", 4);
-        let mut after = waiters.register("a", 6);
-        waiters.lease_ended(5);
+        let mut before = waiters.register("a", LeaseId::new(4));
+        let mut after = waiters.register("a", LeaseId::new(6));
+        waiters.lease_ended(LeaseId::new(5));
         for registration in &mut mine {
             assert_eq!(registration.woken.try_recv(), Ok(Wake::LeaseEnded));
         }

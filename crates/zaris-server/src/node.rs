@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
-use zaris_core::Lessor;
+use zaris_core::{DurationMs, Lessor};
 use zaris_proto::v1::cluster_server::ClusterServer;
 use zaris_proto::v1::kv_server::KvServer;
 use zaris_proto::v1::lease_server::LeaseServer;
@@ -269,7 +269,7 @@ impl Node {
                 proposer: proposer.clone(),
                 lessor: lessor.clone(),
                 clock: clock.clone(),
-                election_timeout_ms: config.election_timeout_ms,
+                election_timeout: DurationMs::new(config.election_timeout_ms),
                 expire_batch: config.expire_batch,
                 state: state.clone(),
                 limits: config.limits.clone(),
@@ -383,7 +383,7 @@ async fn report_gauges(state: StateHandle, shutdown: CancellationToken) {
         metrics::gauge!(m::DEDUP_BYTES).set(dedup_bytes as f64);
         metrics::gauge!(m::LIVE_LEASES).set(leases as f64);
         metrics::gauge!(m::LIVE_KEYS).set(keys as f64);
-        metrics::gauge!(m::RAFT_APPLIED_INDEX).set(applied as f64);
+        metrics::gauge!(m::RAFT_APPLIED_INDEX).set(applied.get() as f64);
     }
 }
 

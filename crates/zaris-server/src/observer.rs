@@ -37,7 +37,7 @@ impl NodeObserver {
                 renewed_revision,
             } => LeaseEffect::Refreshed {
                 id,
-                ttl_ms: self.faults.lessor_ttl_ms(ttl_ms),
+                ttl_ms: self.faults.lessor_ttl(ttl_ms),
                 renewed_revision,
             },
             revoked @ LeaseEffect::Revoked { .. } => revoked,
@@ -67,12 +67,12 @@ impl ApplyObserver for NodeObserver {
             .publish(applied.revision, &applied.effects.events);
         if !applied.effects.leases.is_empty() {
             // Rounded up: a deadline must never fall before the true `t_apply + ttl`.
-            let now_ms = self.clock.now_ms_rounded_up();
+            let now = self.clock.now_rounded_up();
             let mut lessor = self.lessor();
             for effect in &applied.effects.leases {
                 #[cfg(feature = "fault-injection")]
                 let effect = &self.early_expiry(*effect);
-                lessor.observe(now_ms, effect);
+                lessor.observe(now, effect);
             }
         }
         for effect in &applied.effects.leases {
@@ -106,14 +106,14 @@ impl ApplyObserver for NodeObserver {
     }
 
     fn restored(&self, state: &State) {
-        let now_ms = self.clock.now_ms_rounded_up();
+        let now = self.clock.now_rounded_up();
         #[cfg(feature = "fault-injection")]
         let leases = state
             .lease_ttls()
-            .map(|(id, ttl_ms, renewed)| (id, self.faults.lessor_ttl_ms(ttl_ms), renewed));
+            .map(|(id, ttl_ms, renewed)| (id, self.faults.lessor_ttl(ttl_ms), renewed));
         #[cfg(not(feature = "fault-injection"))]
         let leases = state.lease_ttls();
-        self.lessor().reset(now_ms, leases);
+        self.lessor().reset(now, leases);
         self.watch_hub.reset(state.last_applied());
     }
 }

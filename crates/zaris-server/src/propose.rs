@@ -90,7 +90,7 @@ impl Proposer {
         ResponseHeader {
             cluster_id: self.cluster_id,
             member_id: self.node_id,
-            revision,
+            revision: revision.get(),
             raft_term: self.term(),
         }
     }

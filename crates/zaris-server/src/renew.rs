@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use zaris_core::{Command, LeaseId, Outcome, Request, Response, Revision};
+use zaris_core::{Command, DurationMs, LeaseId, Outcome, Request, Response, Revision};
 use zaris_raft::StateHandle;
 
 use crate::error::ApiError;
@@ -30,7 +30,7 @@ pub struct Renewal {
 /// indexed by lease id so that each request in the batch is answered without rescanning it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Renewals {
-    renewed: HashMap<LeaseId, u64>,
+    renewed: HashMap<LeaseId, DurationMs>,
     not_found: HashSet<LeaseId>,
 }
 
@@ -49,7 +49,7 @@ impl Renewals {
     }
 
     /// The TTL lease `id` was renewed with, if the Renew renewed it.
-    pub fn renewed(&self, id: LeaseId) -> Option<u64> {
+    pub fn renewed(&self, id: LeaseId) -> Option<DurationMs> {
         self.renewed.get(&id).copied()
     }
 

@@ -11,6 +11,7 @@ use openraft::ServerState;
 use openraft::async_runtime::WatchReceiver;
 use tokio::net::TcpListener;
 use zaris_client::{Client, ClientOptions};
+use zaris_core::{DurationMs, Revision};
 use zaris_server::{Clock, MonotonicClock, Node, NodeConfig, NodeHandle};
 
 use crate::eventually;
@@ -38,9 +39,9 @@ pub fn config(id: u64, data_dir: std::path::PathBuf) -> NodeConfig {
     let mut config = NodeConfig::new(id, data_dir);
     config.election_timeout_ms = ELECTION_TIMEOUT_MS;
     config.heartbeat_ms = HEARTBEAT_MS;
-    config.limits.min_ttl_ms = MIN_TTL_MS;
+    config.limits.min_ttl_ms = DurationMs::new(MIN_TTL_MS);
     config.request_timeout_ms = 3_000;
-    config.lessor.retry_after_ms = 300;
+    config.lessor.retry_after = DurationMs::new(300);
     config
 }
 
@@ -199,11 +200,11 @@ impl TestCluster {
     }
 
     /// Waits until every running node has applied at least `index`.
-    pub async fn wait_applied(&self, index: u64) {
+    pub async fn wait_applied(&self, revision: Revision) {
         eventually("all nodes to apply", Duration::from_secs(15), || async {
             self.running()
                 .into_iter()
-                .all(|id| self.node(id).state().read(|d| d.state.last_applied()) >= index)
+                .all(|id| self.node(id).state().read(|d| d.state.last_applied()) >= revision)
                 .then_some(())
         })
         .await

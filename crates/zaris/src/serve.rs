@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use serde::Deserialize;
 use tracing_subscriber::EnvFilter;
+use zaris_core::DurationMs;
 use zaris_server::{Node, NodeConfig};
 
 /// Default data directory: relative to where the node is started.
@@ -213,7 +214,7 @@ fn build_config(args: &ServeArgs) -> anyhow::Result<(NodeConfig, Option<PathBuf>
         config.lessor.revoke_burst = rate;
     }
     if let Some(ms) = args.min_ttl_ms.or(file.min_ttl_ms) {
-        config.limits.min_ttl_ms = ms;
+        config.limits.min_ttl_ms = DurationMs::new(ms);
     }
     if let Some(name) = args.cluster_name.clone().or(file.cluster_name) {
         config.cluster_name = name;

@@ -11,8 +11,8 @@
 use std::time::Duration;
 
 use rand::Rng;
-use zaris_client::RangeOptions;
 use zaris_client::proto::{PutRequest, TxnOp, TxnRequest, txn_op};
+use zaris_client::{LeaseId, RangeOptions};
 
 use super::Ctx;
 use crate::history::Call;
@@ -83,7 +83,7 @@ pub async fn run(ctx: &Ctx, seed: u64, slot: u64) {
                 }
                 let p = process.id();
                 ctx.recorder.invoke(p, 0, Call::Revoke { lease });
-                match ctx.client.revoke(lease).await {
+                match ctx.client.revoke(LeaseId::new(lease)).await {
                     Ok(_) => {
                         ctx.recorder.ok(p, 0, Call::Revoke { lease });
                         ended = true;
@@ -147,11 +147,11 @@ async fn grant(ctx: &Ctx, process: &mut Process) -> Option<u64> {
                 p,
                 0,
                 Call::Grant {
-                    lease: Some(granted.id),
+                    lease: Some(granted.id.get()),
                     ttl_ms,
                 },
             );
-            Some(granted.id)
+            Some(granted.id.get())
         }
         Err(err) => {
             if ctx.recorder.failed(p, 0, call, &err) {
@@ -172,8 +172,8 @@ async fn grant_id(ctx: &Ctx, process: &mut Process, id: u64) -> Option<bool> {
         ttl_ms: ttl.as_millis() as u64,
     };
     ctx.recorder.invoke(p, 0, call.clone());
-    match ctx.client.grant_with_id(id, ttl).await {
-        Ok(Some(granted)) if granted.id == id => {
+    match ctx.client.grant_with_id(LeaseId::new(id), ttl).await {
+        Ok(Some(granted)) if granted.id == LeaseId::new(id) => {
             ctx.recorder.ok(p, 0, call);
             Some(true)
         }
@@ -274,9 +274,9 @@ async fn renew(ctx: &Ctx, process: &mut Process, lease: u64) {
     let p = process.id();
     ctx.recorder
         .invoke(p, 0, Call::Renew { lease, found: None });
-    match ctx.keepalive.keep_alive_once([lease]).await {
+    match ctx.keepalive.keep_alive_once([LeaseId::new(lease)]).await {
         Ok(ack) => {
-            let found = ack.renewed.iter().any(|r| r.id == lease);
+            let found = ack.renewed.iter().any(|r| r.id == LeaseId::new(lease));
             ctx.recorder.ok(
                 p,
                 0,
@@ -301,7 +301,7 @@ async fn time_to_live(ctx: &Ctx, process: &mut Process, lease: u64) {
     let p = process.id();
     ctx.recorder
         .invoke(p, 0, Call::TimeToLive { lease, found: None });
-    match ctx.client.time_to_live(lease, false).await {
+    match ctx.client.time_to_live(LeaseId::new(lease), false).await {
         Ok(ttl) => ctx.recorder.ok(
             p,
             0,

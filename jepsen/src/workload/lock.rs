@@ -9,7 +9,7 @@ use std::time::Duration;
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
 use zaris_client::proto::Guard;
-use zaris_client::{Error, LockOutcome, PutOptions, UnlockOutcome};
+use zaris_client::{Error, FencingToken, LeaseId, LockOutcome, PutOptions, UnlockOutcome};
 
 use super::Ctx;
 use crate::history::Call;
@@ -44,7 +44,7 @@ pub async fn run(ctx: &Ctx, seed: u64, slot: u64) {
                     p,
                     0,
                     Call::Grant {
-                        lease: Some(granted.id),
+                        lease: Some(granted.id.get()),
                         ttl_ms,
                     },
                 );
@@ -73,11 +73,11 @@ pub async fn run(ctx: &Ctx, seed: u64, slot: u64) {
             ctx.recorder.clone(),
             ctx.client.clone(),
             renewer_process,
-            lease,
+            lease.get(),
             ttl,
             renewing.clone(),
         ));
-        if let Some(token) = acquire(ctx, &mut process, lease).await {
+        if let Some(token) = acquire(ctx, &mut process, lease.get()).await {
             for round in 0..rng.random_range(2..5u32) {
                 if !ctx
                     .pause(Duration::from_millis(rng.random_range(50..250)))
@@ -109,11 +109,15 @@ pub async fn run(ctx: &Ctx, seed: u64, slot: u64) {
                 let p = process.id();
                 let call = Call::Release {
                     lock: LOCK.into(),
-                    lease,
+                    lease: lease.get(),
                     token,
                 };
                 ctx.recorder.invoke(p, 0, call.clone());
-                match ctx.client.unlock(LOCK, lease, token).await {
+                match ctx
+                    .client
+                    .unlock(LOCK, lease, FencingToken::new(token))
+                    .await
+                {
                     Ok(_) => ctx.recorder.ok(p, 0, call),
                     Err(err) => {
                         if ctx.recorder.failed(p, 0, call, &err) {
@@ -142,7 +146,7 @@ async fn acquire(ctx: &Ctx, process: &mut Process, lease: u64) -> Option<u64> {
     while started.elapsed() < ACQUIRE_PATIENCE && !ctx.stop.is_cancelled() {
         match ctx
             .client
-            .lock(LOCK, lease, true, Duration::from_secs(1))
+            .lock(LOCK, LeaseId::new(lease), true, Duration::from_secs(1))
             .await
         {
             Ok(LockOutcome::Held { token }) => {
@@ -152,10 +156,10 @@ async fn acquire(ctx: &Ctx, process: &mut Process, lease: u64) -> Option<u64> {
                     Call::Acquire {
                         lock: LOCK.into(),
                         lease,
-                        token: Some(token),
+                        token: Some(token.get()),
                     },
                 );
-                return Some(token);
+                return Some(token.get());
             }
             Err(Error::LeaseNotFound { .. }) => {
                 complete_unacquired(ctx, process, call, indeterminate, "lease not found");
@@ -168,7 +172,11 @@ async fn acquire(ctx: &Ctx, process: &mut Process, lease: u64) -> Option<u64> {
         }
     }
     // Withdraw; if the lock arrived meanwhile, the withdrawal answers HELD and we keep it.
-    match ctx.client.unlock(LOCK, lease, 0).await {
+    match ctx
+        .client
+        .unlock(LOCK, LeaseId::new(lease), FencingToken::NONE)
+        .await
+    {
         Ok(UnlockOutcome::HeldNow { token }) => {
             ctx.recorder.ok(
                 p,
@@ -176,10 +184,10 @@ async fn acquire(ctx: &Ctx, process: &mut Process, lease: u64) -> Option<u64> {
                 Call::Acquire {
                     lock: LOCK.into(),
                     lease,
-                    token: Some(token),
+                    token: Some(token.get()),
                 },
             );
-            Some(token)
+            Some(token.get())
         }
         Ok(_) => {
             complete_unacquired(ctx, process, call, indeterminate, "gave up waiting");
@@ -250,9 +258,9 @@ async fn renew_loop(
         }
         let p = process.id();
         recorder.invoke(p, 0, Call::Renew { lease, found: None });
-        match client.keep_alive_once([lease]).await {
+        match client.keep_alive_once([LeaseId::new(lease)]).await {
             Ok(ack) => {
-                let found = ack.renewed.iter().any(|r| r.id == lease);
+                let found = ack.renewed.iter().any(|r| r.id == LeaseId::new(lease));
                 recorder.ok(
                     p,
                     0,

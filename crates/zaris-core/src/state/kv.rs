@@ -6,7 +6,7 @@ use std::ops::Bound;
 use super::{State, Stored};
 use crate::limits::LimitKind;
 use crate::outcome::{Effects, Event, EventKind, Rejection};
-use crate::types::{KeySelector, KeyValue, LeaseId, NO_LEASE, Revision};
+use crate::types::{KeySelector, KeyValue, LeaseId, Revision};
 
 impl State {
     /// The stored keys a selector matches, in key order.
@@ -57,7 +57,7 @@ impl State {
         lease: LeaseId,
         keys: impl Iterator<Item = &'k [u8]>,
     ) -> Result<(), Rejection> {
-        if lease == NO_LEASE {
+        if lease == LeaseId::NONE {
             return Ok(());
         }
         let Some(stored_lease) = self.leases.get(&lease) else {
@@ -94,7 +94,7 @@ impl State {
             Some(p) => (p.create_revision, p.version + 1),
             None => (rev, 1),
         };
-        let prev_lease = prev.as_ref().map_or(NO_LEASE, |p| p.lease);
+        let prev_lease = prev.as_ref().map_or(LeaseId::NONE, |p| p.lease);
         if prev_lease != lease {
             self.unbind(prev_lease, key);
             self.bind(lease, key);
@@ -125,7 +125,7 @@ impl State {
     ) -> Vec<KeyValue> {
         let keys: Vec<Vec<u8>> = self.select(selector).map(|(k, _)| k.to_vec()).collect();
         keys.into_iter()
-            .filter_map(|key| self.remove_key(rev, &key, EventKind::Delete, NO_LEASE, fx))
+            .filter_map(|key| self.remove_key(rev, &key, EventKind::Delete, LeaseId::NONE, fx))
             .collect()
     }
 
@@ -146,10 +146,10 @@ impl State {
             kv: KeyValue {
                 key: key.to_vec(),
                 value: Vec::new(),
-                create_revision: 0,
+                create_revision: Revision::ZERO,
                 mod_revision: rev,
                 version: 0,
-                lease: NO_LEASE,
+                lease: LeaseId::NONE,
             },
             prev: Some(prev.clone()),
             lease: cause_lease,
@@ -179,7 +179,7 @@ pub(super) fn puts_by_lease<'a>(
 ) -> BTreeMap<LeaseId, Vec<&'a [u8]>> {
     let mut by_lease: BTreeMap<LeaseId, Vec<&'a [u8]>> = BTreeMap::new();
     for (key, lease) in puts {
-        if lease != NO_LEASE {
+        if lease != LeaseId::NONE {
             by_lease.entry(lease).or_default().push(key);
         }
     }

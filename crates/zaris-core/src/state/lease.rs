@@ -6,14 +6,14 @@ use super::{Holder, Lease, State};
 use crate::command::ExpiredLease;
 use crate::limits::LimitKind;
 use crate::outcome::{Effects, EventKind, LeaseEffect, LockEffect, Outcome, Rejection, Response};
-use crate::types::{LeaseId, MAX_LEASE_ID, NO_LEASE, Revision};
+use crate::types::{DurationMs, FencingToken, LeaseId, Revision};
 
 impl State {
     pub(super) fn grant(
         &mut self,
         rev: Revision,
         requested: LeaseId,
-        ttl_ms: u64,
+        ttl_ms: DurationMs,
         fx: &mut Effects,
     ) -> Response {
         if self.leases.len() as u64 >= self.limits.max_leases {
@@ -26,8 +26,8 @@ impl State {
         // Lease ids are never reused: every id below `next_lease_id` was granted (or skipped) once,
         // so an ended lease's old owner can never renew, bind to or lock with a newer lease that
         // happens to get its id (contract §3, no resurrection).
-        let id = if requested == NO_LEASE {
-            self.next_lease_id.max(1)
+        let id = if requested == LeaseId::NONE {
+            self.next_lease_id.max(LeaseId::new(1))
         } else if (requested < self.next_lease_id && !self.reuses_lease_ids())
             || self.leases.contains_key(&requested)
         {
@@ -38,13 +38,14 @@ impl State {
         } else {
             requested
         };
-        if id > MAX_LEASE_ID {
+        if id > LeaseId::MAX {
             // Unreachable in practice: 2^62 ids remain above the largest a client may choose.
             return Err(Rejection::InvalidArgument(format!(
-                "no lease ids left (the largest is {MAX_LEASE_ID})"
+                "no lease ids left (the largest is {})",
+                LeaseId::MAX
             )));
         }
-        self.next_lease_id = self.next_lease_id.max(id + 1);
+        self.next_lease_id = self.next_lease_id.max(id.next());
         self.leases.insert(
             id,
             Lease {
@@ -181,16 +182,14 @@ impl State {
         rev: Revision,
         name: &str,
         fx: &mut Effects,
-    ) -> Option<(LeaseId, u64)> {
+    ) -> Option<(LeaseId, FencingToken)> {
         let lock = self.locks.get_mut(name)?;
         let Some(next) = lock.waiters.pop_front() else {
             self.locks.remove(name);
             return None;
         };
-        lock.holder = Holder {
-            lease: next,
-            token: rev,
-        };
+        let token = FencingToken::acquired_at(rev);
+        lock.holder = Holder { lease: next, token };
         if let Some(lease) = self.leases.get_mut(&next) {
             lease.waiting.remove(name);
             lease.holding.insert(name.to_string());
@@ -198,8 +197,8 @@ impl State {
         fx.locks.push(LockEffect::Acquired {
             name: name.to_string(),
             lease: next,
-            token: rev,
+            token,
         });
-        Some((next, rev))
+        Some((next, token))
     }
 }

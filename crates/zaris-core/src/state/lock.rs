@@ -7,7 +7,7 @@ use crate::limits::LimitKind;
 use crate::outcome::{
     CancelOutcome, Effects, LockEffect, LockOutcome, Outcome, Rejection, Response,
 };
-use crate::types::{LeaseId, Revision, Token};
+use crate::types::{FencingToken, LeaseId, Revision};
 
 impl State {
     pub(super) fn lock_acquire(
@@ -30,10 +30,11 @@ impl State {
         let max_waiters = self.limits.max_waiters_per_lock;
         let outcome = match self.locks.get_mut(name) {
             None => {
+                let token = FencingToken::acquired_at(rev);
                 self.locks.insert(
                     name.to_string(),
                     Lock {
-                        holder: Holder { lease, token: rev },
+                        holder: Holder { lease, token },
                         waiters: VecDeque::new(),
                     },
                 );
@@ -43,9 +44,9 @@ impl State {
                 fx.locks.push(LockEffect::Acquired {
                     name: name.to_string(),
                     lease,
-                    token: rev,
+                    token,
                 });
-                LockOutcome::Held { token: rev }
+                LockOutcome::Held { token }
             }
             // Re-acquiring is idempotent: a client retrying after a lost response learns its token.
             Some(lock) if lock.holder.lease == lease => LockOutcome::Held {
@@ -94,14 +95,15 @@ impl State {
         name: &str,
         lease: LeaseId,
         fx: &mut Effects,
-    ) -> Option<Token> {
+    ) -> Option<FencingToken> {
         let lock = self.locks.get_mut(name)?;
         let previous = lock.holder;
         if previous.lease == lease {
             return None;
         }
         lock.waiters.retain(|w| *w != lease);
-        lock.holder = Holder { lease, token: rev };
+        let token = FencingToken::acquired_at(rev);
+        lock.holder = Holder { lease, token };
         if let Some(l) = self.leases.get_mut(&previous.lease) {
             l.holding.remove(name);
         }
@@ -117,9 +119,9 @@ impl State {
         fx.locks.push(LockEffect::Acquired {
             name: name.to_string(),
             lease,
-            token: rev,
+            token,
         });
-        Some(rev)
+        Some(token)
     }
 
     /// Releases a lock if `lease` holds it with `token`; a stale token is rejected, so a holder that
@@ -129,7 +131,7 @@ impl State {
         rev: Revision,
         name: &str,
         lease: LeaseId,
-        token: Token,
+        token: FencingToken,
         fx: &mut Effects,
     ) -> Response {
         let held = self

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::command::{Command, Request};
 use crate::limits::Limits;
 use crate::outcome::{Applied, Effects, Outcome, Rejection, Response};
-use crate::types::{KeySelector, KeyValue, LeaseId, NO_LEASE, Revision, Token};
+use crate::types::{DurationMs, FencingToken, KeySelector, KeyValue, LeaseId, Revision};
 
 pub use dedup::{
     Dedup, ENTRY_OVERHEAD_BYTES as DEDUP_ENTRY_OVERHEAD_BYTES, Remembered, response_bytes,
@@ -49,7 +49,7 @@ impl Stored {
 /// allocate a tree node per lease, which a million single-key leases cannot afford.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Lease {
-    ttl_ms: u64,
+    ttl_ms: DurationMs,
     granted_revision: Revision,
     renewed_revision: Revision,
     key_count: u32,
@@ -62,7 +62,7 @@ struct Lease {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Holder {
     lease: LeaseId,
-    token: Token,
+    token: FencingToken,
 }
 
 /// A lock exists while it has a holder; waiters queue behind the holder (never without one).
@@ -77,7 +77,7 @@ struct Lock {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeaseInfo {
     pub id: LeaseId,
-    pub ttl_ms: u64,
+    pub ttl_ms: DurationMs,
     pub granted_revision: Revision,
     pub renewed_revision: Revision,
     pub key_count: u32,
@@ -92,7 +92,7 @@ pub struct LeaseInfo {
 pub struct LockInfo {
     pub name: String,
     pub holder: LeaseId,
-    pub token: Token,
+    pub token: FencingToken,
     pub waiters: Vec<LeaseId>,
 }
 
@@ -138,8 +138,8 @@ impl State {
         State {
             limits,
             limits_set: false,
-            last_applied: 0,
-            next_lease_id: 1,
+            last_applied: Revision::ZERO,
+            next_lease_id: LeaseId::new(1),
             kv: BTreeMap::new(),
             leases: BTreeMap::new(),
             lease_keys: BTreeSet::new(),
@@ -326,7 +326,7 @@ impl State {
     /// Up to `limit` leases with ids above `after`, in id order (without their keys).
     pub fn leases(&self, after: LeaseId, limit: usize) -> Vec<LeaseInfo> {
         self.leases
-            .range(after.saturating_add(1)..)
+            .range(after.next()..)
             .take(limit)
             .filter_map(|(id, _)| self.lease(*id, false))
             .collect()
@@ -342,7 +342,7 @@ impl State {
 
     /// `(id, ttl_ms, renewed_revision)` of every live lease, for rebuilding a lessor after a
     /// snapshot was installed or the node restarted.
-    pub fn lease_ttls(&self) -> impl Iterator<Item = (LeaseId, u64, Revision)> + '_ {
+    pub fn lease_ttls(&self) -> impl Iterator<Item = (LeaseId, DurationMs, Revision)> + '_ {
         self.leases
             .iter()
             .map(|(id, l)| (*id, l.ttl_ms, l.renewed_revision))
@@ -403,7 +403,7 @@ impl State {
             if stored.mod_revision > self.last_applied {
                 return Err(format!("key {key:?} modified in the future"));
             }
-            if stored.lease != NO_LEASE {
+            if stored.lease != LeaseId::NONE {
                 if !self.leases.contains_key(&stored.lease) {
                     return Err(format!(
                         "key {key:?} bound to missing lease {}",
@@ -422,7 +422,7 @@ impl State {
             }
         }
         for (id, lease) in &self.leases {
-            if *id == NO_LEASE || *id >= self.next_lease_id {
+            if *id == LeaseId::NONE || *id >= self.next_lease_id {
                 return Err(format!(
                     "invalid lease id {id} (next free id {})",
                     self.next_lease_id
@@ -457,7 +457,7 @@ impl State {
             if !holder.holding.contains(name) {
                 return Err(format!("lock {name:?} holder does not know it"));
             }
-            if lock.holder.token > self.last_applied {
+            if lock.holder.token > FencingToken::acquired_at(self.last_applied) {
                 return Err(format!("lock {name:?} has a token from the future"));
             }
             let mut seen = BTreeSet::new();

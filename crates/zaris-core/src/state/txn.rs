@@ -4,7 +4,7 @@ use super::State;
 use super::kv::puts_by_lease;
 use crate::command::{Compare, CompareTarget, Txn, TxnOp};
 use crate::outcome::{Effects, OpResult, Outcome, Response};
-use crate::types::Revision;
+use crate::types::{LeaseId, Revision};
 
 impl State {
     pub(super) fn txn(&mut self, rev: Revision, txn: &Txn, fx: &mut Effects) -> Response {
@@ -57,10 +57,12 @@ impl State {
             }
             CompareTarget::Version(v) => op.holds(&stored.map_or(0, |s| s.version), v),
             CompareTarget::CreateRevision(r) => {
-                op.holds(&stored.map_or(0, |s| s.create_revision), r)
+                op.holds(&stored.map_or(Revision::ZERO, |s| s.create_revision), r)
             }
-            CompareTarget::ModRevision(r) => op.holds(&stored.map_or(0, |s| s.mod_revision), r),
-            CompareTarget::Lease(l) => op.holds(&stored.map_or(0, |s| s.lease), l),
+            CompareTarget::ModRevision(r) => {
+                op.holds(&stored.map_or(Revision::ZERO, |s| s.mod_revision), r)
+            }
+            CompareTarget::Lease(l) => op.holds(&stored.map_or(LeaseId::NONE, |s| s.lease), l),
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use proptest::prelude::*;
 use zaris_core::codec::{self, CodecError, FORMAT_VERSION, MAX_MESSAGE_BYTES};
-use zaris_core::{Command, Limits, Request, RequestId, State};
+use zaris_core::{Command, DurationMs, LeaseId, Limits, Request, RequestId, Revision, State};
 
 use super::Log;
 
@@ -11,12 +11,12 @@ fn sample() -> Request {
         RequestId {
             client_id: 3,
             seq: 4,
-            seen_revision: 0,
+            seen_revision: Revision::ZERO,
         },
         Command::Put {
             key: b"k".to_vec(),
             value: vec![0, 1, 2],
-            lease: 9,
+            lease: LeaseId::new(9),
             guard: None,
             prev_kv: true,
         },
@@ -64,8 +64,8 @@ fn malformed_records_are_errors() {
 fn snapshot_restores_an_equal_state_with_an_equal_digest() {
     let mut log = Log::new(Limits::default());
     let lease = match log.apply(Command::Grant {
-        id: 0,
-        ttl_ms: 5_000,
+        id: LeaseId::NONE,
+        ttl_ms: DurationMs::new(5_000),
     }) {
         Ok(zaris_core::Outcome::Granted { id, .. }) => id,
         other => panic!("{other:?}"),
@@ -147,4 +147,19 @@ fn record_digest_is_the_sha256_of_the_encoding() {
     let bytes = codec::encode(&sample()).expect("encode");
     let expected: [u8; 32] = Sha256::digest(&bytes).into();
     assert_eq!(codec::record_digest(&sample()).expect("digest"), expected);
+}
+
+/// The identifier and duration newtypes are stored and replicated exactly as the bare `u64` they
+/// wrap, so logs and snapshots written before they existed still decode.
+#[test]
+fn newtypes_encode_as_the_integer_they_wrap() {
+    let n = 300_000u64;
+    let bare = codec::encode(&n).expect("encode");
+    assert_eq!(codec::encode(&LeaseId::new(n)).expect("encode"), bare);
+    assert_eq!(codec::encode(&Revision::new(n)).expect("encode"), bare);
+    assert_eq!(
+        codec::encode(&zaris_core::FencingToken::new(n)).expect("encode"),
+        bare
+    );
+    assert_eq!(codec::encode(&DurationMs::new(n)).expect("encode"), bare);
 }

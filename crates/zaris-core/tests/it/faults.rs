@@ -2,27 +2,11 @@
 //! it to catch, keeps every invariant, and stays out of snapshots and digests.
 
 use zaris_core::{
-    Command, Faults, Guard, Limits, LockEffect, LockOutcome, Outcome, Rejection, State,
+    Command, Faults, FencingToken, Guard, LeaseId, Limits, LockEffect, LockOutcome, Outcome,
+    Rejection, State,
 };
 
-use super::Log;
-
-const TTL: u64 = 10_000;
-
-fn grant(log: &mut Log) -> u64 {
-    match log.apply(Command::Grant { id: 0, ttl_ms: TTL }) {
-        Ok(Outcome::Granted { id, .. }) => id,
-        other => panic!("grant failed: {other:?}"),
-    }
-}
-
-fn acquire(name: &str, lease: u64, wait: bool) -> Command {
-    Command::LockAcquire {
-        name: name.into(),
-        lease,
-        wait,
-    }
-}
+use super::{Log, acquire, grant};
 
 const BUGGY: Faults = Faults {
     lock_ignores_holder: true,
@@ -50,11 +34,11 @@ fn lock_ignores_holder_grants_a_held_lock() {
     log.state.set_faults(BUGGY);
 
     // b asks without waiting while a's lease is alive: the bug grants it at once.
-    let rev = log.rev();
+    let token = FencingToken::acquired_at(log.rev());
     let applied = log.apply_full(acquire("job", b, false));
     assert_eq!(
         applied.response,
-        Ok(Outcome::Lock(LockOutcome::Held { token: rev }))
+        Ok(Outcome::Lock(LockOutcome::Held { token }))
     );
     assert_eq!(
         applied.effects.locks,
@@ -67,12 +51,12 @@ fn lock_ignores_holder_grants_a_held_lock() {
             LockEffect::Acquired {
                 name: "job".into(),
                 lease: b,
-                token: rev
+                token
             },
         ]
     );
     let lock = log.state.lock("job").expect("lock");
-    assert_eq!((lock.holder, lock.token, lock.waiters), (b, rev, vec![c]));
+    assert_eq!((lock.holder, lock.token, lock.waiters), (b, token, vec![c]));
     // a's lease lives on without the lock; fencing still refuses its old token.
     let a_info = log.state.lease(a, false).expect("a is alive");
     assert!(a_info.locks_held.is_empty());
@@ -80,7 +64,7 @@ fn lock_ignores_holder_grants_a_held_lock() {
         log.apply(Command::Put {
             key: b"k".to_vec(),
             value: b"v".to_vec(),
-            lease: 0,
+            lease: LeaseId::NONE,
             guard: Some(Guard {
                 lock: "job".into(),
                 token: first,
@@ -90,14 +74,14 @@ fn lock_ignores_holder_grants_a_held_lock() {
         Err(Rejection::GuardFailed {
             lock: "job".into(),
             token: first,
-            current: Some(rev),
+            current: Some(token),
         })
     );
     // A queued lease asking again jumps the queue the same way.
-    let rev = log.rev();
+    let token = FencingToken::acquired_at(log.rev());
     assert_eq!(
         log.apply(acquire("job", c, true)),
-        Ok(Outcome::Lock(LockOutcome::Held { token: rev }))
+        Ok(Outcome::Lock(LockOutcome::Held { token }))
     );
     let lock = log.state.lock("job").expect("lock");
     assert_eq!((lock.holder, lock.waiters), (c, vec![]));

@@ -7,7 +7,9 @@ mod lessor;
 mod model;
 mod state;
 
-use zaris_core::{Applied, Command, Limits, Request, Response, State};
+use zaris_core::{
+    Applied, Command, DurationMs, LeaseId, Limits, Outcome, Request, Response, Revision, State,
+};
 
 /// A state plus the next log index, so tests read like a log.
 #[derive(Debug)]
@@ -27,7 +29,7 @@ impl Log {
     pub fn apply_request(&mut self, request: &Request) -> Applied {
         let index = self.next_index;
         self.next_index += 1;
-        let applied = self.state.apply(index, request);
+        let applied = self.state.apply(rev(index), request);
         if let Err(broken) = self.state.check_invariants() {
             panic!("invariant broken after {request:?}: {broken}");
         }
@@ -43,7 +45,49 @@ impl Log {
     }
 
     /// The revision the next command will be applied at.
-    pub fn rev(&self) -> u64 {
-        self.next_index
+    pub fn rev(&self) -> Revision {
+        Revision::new(self.next_index)
     }
+}
+
+pub const TTL: DurationMs = DurationMs::new(10_000);
+
+/// Grants a lease with [`TTL`] and a server-chosen id.
+pub fn grant(log: &mut Log) -> LeaseId {
+    match log.apply(Command::Grant {
+        id: LeaseId::NONE,
+        ttl_ms: TTL,
+    }) {
+        Ok(Outcome::Granted { id, .. }) => id,
+        other => panic!("grant failed: {other:?}"),
+    }
+}
+
+pub fn acquire(name: &str, lease: LeaseId, wait: bool) -> Command {
+    Command::LockAcquire {
+        name: name.into(),
+        lease,
+        wait,
+    }
+}
+
+// Typed values from literals, so the tests read as numbers.
+pub fn lease(id: u64) -> zaris_core::LeaseId {
+    zaris_core::LeaseId::new(id)
+}
+
+pub fn rev(revision: u64) -> zaris_core::Revision {
+    zaris_core::Revision::new(revision)
+}
+
+pub fn token(token: u64) -> zaris_core::FencingToken {
+    zaris_core::FencingToken::new(token)
+}
+
+pub fn ms(ms: u64) -> zaris_core::DurationMs {
+    zaris_core::DurationMs::new(ms)
+}
+
+pub fn at(ms: u64) -> zaris_core::InstantMs {
+    zaris_core::InstantMs::new(ms)
 }

@@ -10,9 +10,10 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use zaris_core::{
-    CancelOutcome, Command, Compare, CompareOp, CompareTarget, EventKind, ExpiredLease, Guard,
-    KeySelector, KeyValue, LeaseInfo, LimitKind, Limits, LockEffect, LockInfo, LockOutcome,
-    OpResult, Outcome, Rejection, Request, RequestId, Response, State, Txn, TxnOp,
+    CancelOutcome, Command, Compare, CompareOp, CompareTarget, DurationMs, EventKind, ExpiredLease,
+    FencingToken, Guard, KeySelector, KeyValue, LeaseId, LeaseInfo, LimitKind, Limits, LockEffect,
+    LockInfo, LockOutcome, OpResult, Outcome, Rejection, Request, RequestId, Response, Revision,
+    State, Txn, TxnOp,
 };
 
 /// Small limits, so that every limit is actually hit by random sequences.
@@ -21,8 +22,8 @@ fn limits() -> Limits {
         max_key_bytes: 4,
         max_value_bytes: 3,
         max_lock_name_bytes: 2,
-        min_ttl_ms: 1_000,
-        max_ttl_ms: 60_000,
+        min_ttl_ms: DurationMs::new(1_000),
+        max_ttl_ms: DurationMs::new(60_000),
         max_txn_ops: 4,
         max_batch_ids: 4,
         max_waiters_per_lock: 2,
@@ -37,44 +38,44 @@ fn limits() -> Limits {
 
 #[derive(Clone, Debug, PartialEq)]
 struct MLease {
-    ttl_ms: u64,
-    granted: u64,
-    renewed: u64,
+    ttl_ms: DurationMs,
+    granted: Revision,
+    renewed: Revision,
 }
 
 #[derive(Clone, Debug, PartialEq)]
 struct MLock {
-    holder: u64,
-    token: u64,
-    waiters: Vec<u64>,
+    holder: LeaseId,
+    token: FencingToken,
+    waiters: Vec<LeaseId>,
 }
 
 #[derive(Clone, Debug, Default)]
 struct Model {
     limits: Limits,
-    last: u64,
-    next_id: u64,
+    last: Revision,
+    next_id: LeaseId,
     kv: BTreeMap<Vec<u8>, KeyValue>,
-    leases: BTreeMap<u64, MLease>,
+    leases: BTreeMap<LeaseId, MLease>,
     locks: BTreeMap<String, MLock>,
     /// `(client_id, seq)`, applied revision, the response (`None`: too large to keep).
-    dedup: Vec<((u64, u64), u64, Option<Response>)>,
-    dedup_forgotten_through: u64,
+    dedup: Vec<((u64, u64), Revision, Option<Response>)>,
+    dedup_forgotten_through: Revision,
 }
 
 /// What the model says happened to keys, for comparison with the real events.
-type Changes = Vec<(EventKind, Vec<u8>, u64)>;
+type Changes = Vec<(EventKind, Vec<u8>, LeaseId)>;
 
 impl Model {
     fn new(limits: Limits) -> Self {
         Model {
             limits,
-            next_id: 1,
+            next_id: LeaseId::new(1),
             ..Model::default()
         }
     }
 
-    fn apply(&mut self, rev: u64, request: &Request, changes: &mut Changes) -> Response {
+    fn apply(&mut self, rev: Revision, request: &Request, changes: &mut Changes) -> Response {
         if rev <= self.last {
             return Ok(Outcome::Ignored);
         }
@@ -119,7 +120,7 @@ impl Model {
 
     /// Evicts the oldest remembered ids until the table is within both of its bounds.
     fn shrink_dedup(&mut self) {
-        let bytes = |dedup: &[((u64, u64), u64, Option<Response>)]| -> u64 {
+        let bytes = |dedup: &[((u64, u64), Revision, Option<Response>)]| -> u64 {
             dedup
                 .iter()
                 .map(|(_, _, r)| {
@@ -150,12 +151,12 @@ impl Model {
         Ok(())
     }
 
-    fn bound_count(&self, lease: u64) -> usize {
+    fn bound_count(&self, lease: LeaseId) -> usize {
         self.kv.values().filter(|kv| kv.lease == lease).count()
     }
 
-    fn can_bind(&self, lease: u64, keys: &[Vec<u8>]) -> Result<(), Rejection> {
-        if lease == 0 {
+    fn can_bind(&self, lease: LeaseId, keys: &[Vec<u8>]) -> Result<(), Rejection> {
+        if lease.is_none() {
             return Ok(());
         }
         if !self.leases.contains_key(&lease) {
@@ -181,10 +182,10 @@ impl Model {
 
     fn do_put(
         &mut self,
-        rev: u64,
+        rev: Revision,
         key: &[u8],
         value: &[u8],
-        lease: u64,
+        lease: LeaseId,
         ch: &mut Changes,
     ) -> Option<KeyValue> {
         let prev = self.kv.get(key).cloned();
@@ -211,13 +212,13 @@ impl Model {
         doomed
             .into_iter()
             .map(|k| {
-                ch.push((EventKind::Delete, k.clone(), 0));
+                ch.push((EventKind::Delete, k.clone(), LeaseId::NONE));
                 self.kv.remove(&k).expect("selected key exists")
             })
             .collect()
     }
 
-    fn end(&mut self, rev: u64, ids: &[u64], kind: EventKind, ch: &mut Changes) -> u64 {
+    fn end(&mut self, rev: Revision, ids: &[LeaseId], kind: EventKind, ch: &mut Changes) -> u64 {
         let mut deleted = 0;
         let mut released = Vec::new();
         for id in ids {
@@ -247,7 +248,7 @@ impl Model {
                 self.locks.remove(&name);
             } else {
                 lock.holder = lock.waiters.remove(0);
-                lock.token = rev;
+                lock.token = FencingToken::acquired_at(rev);
             }
         }
         deleted
@@ -268,7 +269,7 @@ impl Model {
         (all[..n].to_vec(), n < all.len())
     }
 
-    fn execute(&mut self, rev: u64, command: &Command, ch: &mut Changes) -> Response {
+    fn execute(&mut self, rev: Revision, command: &Command, ch: &mut Changes) -> Response {
         match command {
             Command::Grant { id, ttl_ms } => {
                 if self.leases.len() as u64 >= self.limits.max_leases {
@@ -279,7 +280,7 @@ impl Model {
                     });
                 }
                 // Ids are never reused: a chosen id must be above every id granted before.
-                let id = if *id == 0 {
+                let id = if id.is_none() {
                     self.next_id
                 } else if *id < self.next_id {
                     return Err(Rejection::LeaseIdUsed {
@@ -289,7 +290,7 @@ impl Model {
                 } else {
                     *id
                 };
-                self.next_id = self.next_id.max(id + 1);
+                self.next_id = self.next_id.max(id.next());
                 self.leases.insert(
                     id,
                     MLease {
@@ -327,7 +328,7 @@ impl Model {
                 })
             }
             Command::Expire { leases } => {
-                let (mut revoked, mut skipped) = (Vec::<u64>::new(), vec![]);
+                let (mut revoked, mut skipped) = (Vec::<LeaseId>::new(), vec![]);
                 for e in leases {
                     let due = !revoked.contains(&e.id)
                         && !skipped.contains(&e.id)
@@ -374,15 +375,18 @@ impl Model {
                 self.guard_ok(&txn.guard)?;
                 let succeeded = txn.compares.iter().all(|c| {
                     let kv = self.kv.get(&c.key);
-                    let num = |f: fn(&KeyValue) -> u64| kv.map_or(0, f);
                     match &c.target {
                         CompareTarget::Value(v) => kv.is_some_and(|kv| c.op.holds(&kv.value, v)),
-                        CompareTarget::Version(v) => c.op.holds(&num(|kv| kv.version), v),
+                        CompareTarget::Version(v) => c.op.holds(&kv.map_or(0, |kv| kv.version), v),
                         CompareTarget::CreateRevision(v) => {
-                            c.op.holds(&num(|kv| kv.create_revision), v)
+                            c.op.holds(&kv.map_or(Revision::ZERO, |kv| kv.create_revision), v)
                         }
-                        CompareTarget::ModRevision(v) => c.op.holds(&num(|kv| kv.mod_revision), v),
-                        CompareTarget::Lease(v) => c.op.holds(&num(|kv| kv.lease), v),
+                        CompareTarget::ModRevision(v) => {
+                            c.op.holds(&kv.map_or(Revision::ZERO, |kv| kv.mod_revision), v)
+                        }
+                        CompareTarget::Lease(v) => {
+                            c.op.holds(&kv.map_or(LeaseId::NONE, |kv| kv.lease), v)
+                        }
                     }
                 });
                 let ops = if succeeded {
@@ -390,10 +394,10 @@ impl Model {
                 } else {
                     &txn.failure
                 };
-                let mut by_lease: BTreeMap<u64, Vec<Vec<u8>>> = BTreeMap::new();
+                let mut by_lease: BTreeMap<LeaseId, Vec<Vec<u8>>> = BTreeMap::new();
                 for op in ops {
                     if let TxnOp::Put { key, lease, .. } = op
-                        && *lease != 0
+                        && !lease.is_none()
                     {
                         by_lease.entry(*lease).or_default().push(key.clone());
                     }
@@ -428,11 +432,13 @@ impl Model {
                         name.clone(),
                         MLock {
                             holder: *lease,
-                            token: rev,
+                            token: FencingToken::acquired_at(rev),
                             waiters: vec![],
                         },
                     );
-                    return Ok(Outcome::Lock(LockOutcome::Held { token: rev }));
+                    return Ok(Outcome::Lock(LockOutcome::Held {
+                        token: FencingToken::acquired_at(rev),
+                    }));
                 };
                 if lock.holder == *lease {
                     return Ok(Outcome::Lock(LockOutcome::Held { token: lock.token }));
@@ -477,9 +483,9 @@ impl Model {
                     return Ok(Outcome::Unlocked { next: None });
                 }
                 lock.holder = lock.waiters.remove(0);
-                lock.token = rev;
+                lock.token = FencingToken::acquired_at(rev);
                 Ok(Outcome::Unlocked {
-                    next: Some((lock.holder, rev)),
+                    next: Some((lock.holder, lock.token)),
                 })
             }
             Command::SetLimits(limits) => {
@@ -571,22 +577,22 @@ enum ObservedPick {
 #[derive(Clone, Debug)]
 enum Op {
     Grant {
-        id: u64,
-        ttl_ms: u64,
+        id: LeaseId,
+        ttl_ms: DurationMs,
     },
     Renew {
-        ids: Vec<u64>,
+        ids: Vec<LeaseId>,
     },
     Revoke {
-        id: u64,
+        id: LeaseId,
     },
     Expire {
-        leases: Vec<(u64, ObservedPick)>,
+        leases: Vec<(LeaseId, ObservedPick)>,
     },
     Put {
         key: Vec<u8>,
         value: Vec<u8>,
-        lease: u64,
+        lease: LeaseId,
         guard: Option<(String, TokenPick)>,
         prev_kv: bool,
     },
@@ -603,17 +609,17 @@ enum Op {
     },
     Acquire {
         name: String,
-        lease: u64,
+        lease: LeaseId,
         wait: bool,
     },
     Release {
         name: String,
-        lease: u64,
+        lease: LeaseId,
         token: TokenPick,
     },
     Cancel {
         name: String,
-        lease: u64,
+        lease: LeaseId,
     },
     /// Replace the real state by restore(snapshot(state)).
     SnapshotRestore,
@@ -637,8 +643,8 @@ fn value() -> impl Strategy<Value = Vec<u8>> {
     prop::collection::vec(any::<u8>(), 0..5)
 }
 
-fn lease_id() -> impl Strategy<Value = u64> {
-    prop_oneof![1 => Just(0u64), 6 => 1u64..8]
+fn lease_id() -> impl Strategy<Value = LeaseId> {
+    prop_oneof![1 => Just(0u64), 6 => 1u64..8].prop_map(LeaseId::new)
 }
 
 fn lock_name() -> impl Strategy<Value = String> {
@@ -683,9 +689,9 @@ fn compare() -> impl Strategy<Value = Compare> {
     let target = prop_oneof![
         value().prop_map(CompareTarget::Value),
         (0u64..4).prop_map(CompareTarget::Version),
-        (0u64..40).prop_map(CompareTarget::CreateRevision),
-        (0u64..40).prop_map(CompareTarget::ModRevision),
-        (0u64..8).prop_map(CompareTarget::Lease),
+        (0u64..40).prop_map(|r| CompareTarget::CreateRevision(Revision::new(r))),
+        (0u64..40).prop_map(|r| CompareTarget::ModRevision(Revision::new(r))),
+        (0u64..8).prop_map(|l| CompareTarget::Lease(LeaseId::new(l))),
     ];
     let op = prop::sample::select(vec![
         CompareOp::Equal,
@@ -699,7 +705,7 @@ fn compare() -> impl Strategy<Value = Compare> {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (prop_oneof![2 => Just(0u64), 1 => 1u64..8], prop::sample::select(vec![500u64, 1_000, 5_000, 60_000, 60_001]))
-            .prop_map(|(id, ttl_ms)| Op::Grant { id, ttl_ms }),
+            .prop_map(|(id, ttl_ms)| Op::Grant { id: LeaseId::new(id), ttl_ms: DurationMs::new(ttl_ms) }),
         3 => prop::collection::vec(lease_id(), 0..6).prop_map(|ids| Op::Renew { ids }),
         2 => lease_id().prop_map(|id| Op::Revoke { id }),
         3 => prop::collection::vec((lease_id(), prop_oneof![Just(ObservedPick::Current), Just(ObservedPick::Stale)]), 0..5)
@@ -726,13 +732,13 @@ fn ops() -> impl Strategy<Value = Vec<(Op, Option<u8>)>> {
 
 // ---- the runner ------------------------------------------------------------------------------
 
-fn resolve_token(model: &Model, name: &str, pick: TokenPick) -> u64 {
-    let current = model.locks.get(name).map_or(0, |l| l.token);
-    match pick {
+fn resolve_token(model: &Model, name: &str, pick: TokenPick) -> FencingToken {
+    let current = model.locks.get(name).map_or(0, |l| l.token.get());
+    FencingToken::new(match pick {
         TokenPick::Current => current,
         TokenPick::Stale => current.saturating_sub(1),
         TokenPick::Fixed(t) => t,
-    }
+    })
 }
 
 fn resolve_guard(model: &Model, guard: &Option<(String, TokenPick)>) -> Option<Guard> {
@@ -751,11 +757,11 @@ fn to_command(model: &Model, op: &Op) -> Option<Command> {
             leases: leases
                 .into_iter()
                 .map(|(id, pick)| {
-                    let renewed = model.leases.get(&id).map_or(0, |l| l.renewed);
-                    let observed_renewed_revision = match pick {
+                    let renewed = model.leases.get(&id).map_or(0, |l| l.renewed.get());
+                    let observed_renewed_revision = Revision::new(match pick {
                         ObservedPick::Current => renewed,
                         ObservedPick::Stale => renewed.saturating_sub(1),
-                    };
+                    });
                     ExpiredLease {
                         id,
                         observed_renewed_revision,
@@ -812,8 +818,8 @@ fn to_command(model: &Model, op: &Op) -> Option<Command> {
                 ..limits()
             },
             _ => Limits {
-                min_ttl_ms: 10,
-                max_ttl_ms: 5,
+                min_ttl_ms: DurationMs::new(10),
+                max_ttl_ms: DurationMs::new(5),
                 ..limits()
             },
         }),
@@ -835,10 +841,10 @@ fn run(sequence: &[(Op, Option<u8>)]) -> Result<(), TestCaseError> {
     let mut replica = State::new(limits());
     let mut model = Model::new(limits());
     let mut last_request: Option<Request> = None;
-    let mut last_tokens: BTreeMap<String, u64> = BTreeMap::new();
+    let mut last_tokens: BTreeMap<String, FencingToken> = BTreeMap::new();
     let mut seq = 0u64;
     for (step, (op, client)) in sequence.iter().enumerate() {
-        let rev = step as u64 + 1;
+        let rev = Revision::new(step as u64 + 1);
         let request = match op {
             Op::SnapshotRestore => {
                 let bytes = real
@@ -862,7 +868,11 @@ fn run(sequence: &[(Op, Option<u8>)]) -> Result<(), TestCaseError> {
                     request_id: client.map(|c| RequestId {
                         client_id: u64::from(c),
                         seq,
-                        seen_revision: if c % 3 == 0 { rev / 2 } else { rev - 1 },
+                        seen_revision: Revision::new(if c % 3 == 0 {
+                            rev.get() / 2
+                        } else {
+                            rev.get() - 1
+                        }),
                     }),
                     command,
                 }
@@ -903,12 +913,15 @@ fn run(sequence: &[(Op, Option<u8>)]) -> Result<(), TestCaseError> {
         // Tokens strictly increase per lock, and never exceed the revision that granted them.
         for effect in &applied.effects.locks {
             if let LockEffect::Acquired { name, token, .. } = effect {
-                let last = last_tokens.insert(name.clone(), *token).unwrap_or(0);
-                check(*token > last && *token == rev, || {
-                    format!(
-                        "step {step}: lock {name:?} token {token} after {last} at revision {rev}"
-                    )
-                })?;
+                let last = last_tokens.insert(name.clone(), *token).unwrap_or_default();
+                check(
+                    *token > last && *token == FencingToken::acquired_at(rev),
+                    || {
+                        format!(
+                            "step {step}: lock {name:?} token {token} after {last} at revision {rev}"
+                        )
+                    },
+                )?;
             }
         }
         real.check_invariants()
@@ -932,7 +945,7 @@ fn compare_observable(step: usize, real: &State, model: &Model) -> Result<(), Te
         format!("step {step}: keys differ\n  real:  {kvs:?}\n  model: {model_kvs:?}")
     })?;
     let leases: Vec<LeaseInfo> = real
-        .leases(0, usize::MAX)
+        .leases(LeaseId::NONE, usize::MAX)
         .iter()
         .filter_map(|l| real.lease(l.id, true))
         .collect();

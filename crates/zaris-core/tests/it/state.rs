@@ -1,23 +1,14 @@
 //! Hand-written scenarios: each behaviour and each rejection path, with the exact outcome.
 
 use zaris_core::{
-    CancelOutcome, Command, Compare, CompareOp, CompareTarget, EventKind, ExpiredLease, Guard,
-    KeySelector, LeaseEffect, LimitKind, Limits, LockEffect, LockOutcome, OpResult, Outcome,
-    Rejection, Request, RequestId, State, Txn, TxnOp,
+    CancelOutcome, Command, Compare, CompareOp, CompareTarget, DurationMs, EventKind, ExpiredLease,
+    FencingToken, Guard, KeySelector, LeaseEffect, LeaseId, LimitKind, Limits, LockEffect,
+    LockOutcome, OpResult, Outcome, Rejection, Request, RequestId, Revision, State, Txn, TxnOp,
 };
 
-use super::Log;
+use super::{Log, TTL, acquire, grant};
 
-const TTL: u64 = 10_000;
-
-fn grant(log: &mut Log) -> u64 {
-    match log.apply(Command::Grant { id: 0, ttl_ms: TTL }) {
-        Ok(Outcome::Granted { id, .. }) => id,
-        other => panic!("grant failed: {other:?}"),
-    }
-}
-
-fn put(key: &str, value: &str, lease: u64) -> Command {
+fn put(key: &str, value: &str, lease: LeaseId) -> Command {
     Command::Put {
         key: key.into(),
         value: value.into(),
@@ -27,11 +18,11 @@ fn put(key: &str, value: &str, lease: u64) -> Command {
     }
 }
 
-fn guarded_put(key: &str, lock: &str, token: u64) -> Command {
+fn guarded_put(key: &str, lock: &str, token: FencingToken) -> Command {
     Command::Put {
         key: key.into(),
         value: b"v".to_vec(),
-        lease: 0,
+        lease: LeaseId::NONE,
         guard: Some(Guard {
             lock: lock.into(),
             token,
@@ -40,15 +31,7 @@ fn guarded_put(key: &str, lock: &str, token: u64) -> Command {
     }
 }
 
-fn acquire(name: &str, lease: u64, wait: bool) -> Command {
-    Command::LockAcquire {
-        name: name.into(),
-        lease,
-        wait,
-    }
-}
-
-fn held_token(response: zaris_core::Response) -> u64 {
+fn held_token(response: zaris_core::Response) -> FencingToken {
     match response {
         Ok(Outcome::Lock(LockOutcome::Held { token })) => token,
         other => panic!("expected the lock to be held, got {other:?}"),
@@ -81,14 +64,20 @@ fn grant_chooses_fresh_ids_and_never_reuses_them() {
     let mut log = Log::new(Limits::default());
     let a = grant(&mut log);
     let b = grant(&mut log);
-    assert_eq!((a, b), (1, 2));
+    assert_eq!((a, b), (LeaseId::new(1), LeaseId::new(2)));
     log.apply(Command::Revoke { id: b }).expect("revoke");
     // A client takes id 3; the server skips it and never hands out 2 again.
     assert_eq!(
-        log.apply(Command::Grant { id: 3, ttl_ms: TTL }),
-        Ok(Outcome::Granted { id: 3, ttl_ms: TTL })
+        log.apply(Command::Grant {
+            id: LeaseId::new(3),
+            ttl_ms: TTL
+        }),
+        Ok(Outcome::Granted {
+            id: LeaseId::new(3),
+            ttl_ms: TTL
+        })
     );
-    assert_eq!(grant(&mut log), 4);
+    assert_eq!(grant(&mut log), LeaseId::new(4));
 }
 
 #[test]
@@ -98,7 +87,10 @@ fn grant_rejects_a_live_client_chosen_id() {
     assert_rejected(
         &mut log,
         Command::Grant { id, ttl_ms: TTL },
-        Rejection::LeaseIdUsed { id, next_free: 2 },
+        Rejection::LeaseIdUsed {
+            id,
+            next_free: LeaseId::new(2),
+        },
     );
 }
 
@@ -110,52 +102,60 @@ fn an_ended_lease_id_is_never_granted_again() {
     let chosen = 40;
     assert_eq!(
         log.apply(Command::Grant {
-            id: chosen,
+            id: LeaseId::new(chosen),
             ttl_ms: TTL
         }),
         Ok(Outcome::Granted {
-            id: chosen,
+            id: LeaseId::new(chosen),
             ttl_ms: TTL
         })
     );
-    log.apply(Command::Revoke { id: chosen }).expect("revoke");
+    log.apply(Command::Revoke {
+        id: LeaseId::new(chosen),
+    })
+    .expect("revoke");
     assert_rejected(
         &mut log,
         Command::Grant {
-            id: chosen,
+            id: LeaseId::new(chosen),
             ttl_ms: TTL,
         },
         Rejection::LeaseIdUsed {
-            id: chosen,
-            next_free: chosen + 1,
+            id: LeaseId::new(chosen),
+            next_free: LeaseId::new(chosen + 1),
         },
     );
     // Below the highest id ever granted, even ids never used are refused: "used" is a
     // high-water mark, so it needs no memory of ended leases.
     assert_rejected(
         &mut log,
-        Command::Grant { id: 7, ttl_ms: TTL },
+        Command::Grant {
+            id: LeaseId::new(7),
+            ttl_ms: TTL,
+        },
         Rejection::LeaseIdUsed {
-            id: 7,
-            next_free: chosen + 1,
+            id: LeaseId::new(7),
+            next_free: LeaseId::new(chosen + 1),
         },
     );
     // The old owner's renew finds nothing, forever.
     assert_eq!(
-        log.apply(Command::Renew { ids: vec![chosen] }),
+        log.apply(Command::Renew {
+            ids: vec![LeaseId::new(chosen)]
+        }),
         Ok(Outcome::Renewed {
             renewed: vec![],
-            not_found: vec![chosen]
+            not_found: vec![LeaseId::new(chosen)]
         })
     );
     // The server continues above the chosen id.
-    assert_eq!(grant(&mut log), chosen + 1);
+    assert_eq!(grant(&mut log), LeaseId::new(chosen + 1));
 }
 
 #[test]
 fn a_client_chosen_id_above_the_chosen_range_is_invalid() {
     let mut log = Log::new(Limits::default());
-    let too_big = zaris_core::MAX_CHOSEN_LEASE_ID + 1;
+    let too_big = LeaseId::MAX_CHOSEN.next();
     assert!(matches!(
         log.apply(Command::Grant {
             id: too_big,
@@ -164,7 +164,7 @@ fn a_client_chosen_id_above_the_chosen_range_is_invalid() {
         Err(Rejection::InvalidArgument(_))
     ));
     // The largest chosen id leaves the server room to go on.
-    let largest = zaris_core::MAX_CHOSEN_LEASE_ID;
+    let largest = LeaseId::MAX_CHOSEN;
     assert_eq!(
         log.apply(Command::Grant {
             id: largest,
@@ -175,20 +175,27 @@ fn a_client_chosen_id_above_the_chosen_range_is_invalid() {
             ttl_ms: TTL
         })
     );
-    assert_eq!(grant(&mut log), largest + 1);
+    assert_eq!(grant(&mut log), largest.next());
 }
 
 #[test]
 fn ttl_outside_bounds_is_rejected_not_clamped() {
     let limits = Limits::default();
     let mut log = Log::new(limits.clone());
-    for ttl_ms in [0, limits.min_ttl_ms - 1, limits.max_ttl_ms + 1] {
+    for ttl_ms in [
+        DurationMs::ZERO,
+        DurationMs::new(limits.min_ttl_ms.get() - 1),
+        DurationMs::new(limits.max_ttl_ms.get() + 1),
+    ] {
         let expected = Rejection::TtlOutOfRange {
             ttl_ms,
             min_ttl_ms: limits.min_ttl_ms,
             max_ttl_ms: limits.max_ttl_ms,
         };
-        let command = Command::Grant { id: 0, ttl_ms };
+        let command = Command::Grant {
+            id: LeaseId::NONE,
+            ttl_ms,
+        };
         assert_eq!(
             Request::new(command.clone()).validate(&limits),
             Err(expected.clone())
@@ -196,7 +203,13 @@ fn ttl_outside_bounds_is_rejected_not_clamped() {
         assert_rejected(&mut log, command, expected);
     }
     for ttl_ms in [limits.min_ttl_ms, limits.max_ttl_ms] {
-        assert!(log.apply(Command::Grant { id: 0, ttl_ms }).is_ok());
+        assert!(
+            log.apply(Command::Grant {
+                id: LeaseId::NONE,
+                ttl_ms
+            })
+            .is_ok()
+        );
     }
 }
 
@@ -210,7 +223,10 @@ fn lease_count_is_bounded() {
     grant(&mut log);
     assert_rejected(
         &mut log,
-        Command::Grant { id: 0, ttl_ms: TTL },
+        Command::Grant {
+            id: LeaseId::NONE,
+            ttl_ms: TTL,
+        },
         Rejection::LimitExceeded {
             limit: LimitKind::Leases,
             max: 2,
@@ -224,12 +240,14 @@ fn renew_reports_missing_leases_per_id() {
     let mut log = Log::new(Limits::default());
     let a = grant(&mut log);
     let rev = log.rev();
-    let applied = log.apply_full(Command::Renew { ids: vec![a, 99] });
+    let applied = log.apply_full(Command::Renew {
+        ids: vec![a, LeaseId::new(99)],
+    });
     assert_eq!(
         applied.response,
         Ok(Outcome::Renewed {
             renewed: vec![(a, TTL)],
-            not_found: vec![99],
+            not_found: vec![LeaseId::new(99)],
         })
     );
     assert_eq!(
@@ -255,7 +273,12 @@ fn renew_batch_is_bounded_and_not_empty() {
     assert_rejected(
         &mut log,
         Command::Renew {
-            ids: vec![1, 2, 3, 4],
+            ids: vec![
+                LeaseId::new(1),
+                LeaseId::new(2),
+                LeaseId::new(3),
+                LeaseId::new(4),
+            ],
         },
         Rejection::LimitExceeded {
             limit: LimitKind::BatchIds,
@@ -270,7 +293,9 @@ fn renew_batch_is_bounded_and_not_empty() {
     );
     assert_rejected(
         &mut log,
-        Command::Renew { ids: vec![0] },
+        Command::Renew {
+            ids: vec![LeaseId::NONE],
+        },
         Rejection::InvalidArgument("lease id 0 is reserved for \"no lease\"".into()),
     );
 }
@@ -281,7 +306,7 @@ fn revoke_deletes_bound_keys_in_one_revision_and_reports_the_lease() {
     let lease = grant(&mut log);
     log.apply(put("a", "1", lease)).expect("put");
     log.apply(put("b", "2", lease)).expect("put");
-    log.apply(put("c", "3", 0)).expect("put");
+    log.apply(put("c", "3", LeaseId::NONE)).expect("put");
     let rev = log.rev();
     let applied = log.apply_full(Command::Revoke { id: lease });
     assert_eq!(
@@ -321,8 +346,10 @@ fn revoke_of_unknown_lease_is_rejected() {
     let mut log = Log::new(Limits::default());
     assert_rejected(
         &mut log,
-        Command::Revoke { id: 7 },
-        Rejection::LeaseNotFound(7),
+        Command::Revoke {
+            id: LeaseId::new(7),
+        },
+        Rejection::LeaseNotFound(LeaseId::new(7)),
     );
 }
 
@@ -357,8 +384,8 @@ fn expire_is_skipped_for_a_lease_renewed_after_the_leader_looked() {
                 observed_renewed_revision: observed_idle,
             },
             ExpiredLease {
-                id: 42,
-                observed_renewed_revision: 1,
+                id: LeaseId::new(42),
+                observed_renewed_revision: Revision::new(1),
             },
         ],
     });
@@ -366,7 +393,7 @@ fn expire_is_skipped_for_a_lease_renewed_after_the_leader_looked() {
         applied.response,
         Ok(Outcome::Expired {
             revoked: vec![idle],
-            skipped: vec![racer, 42],
+            skipped: vec![racer, LeaseId::new(42)],
         })
     );
     assert_eq!(
@@ -403,7 +430,12 @@ fn introspection_lists_keys_and_locks() {
     assert_eq!(info.keys, vec![b"k1".to_vec(), b"k2".to_vec()]);
     assert_eq!(info.locks_held, vec!["m".to_string()]);
     assert_eq!(info.locks_waiting, vec!["n".to_string()]);
-    let listed: Vec<u64> = log.state.leases(0, 10).iter().map(|l| l.id).collect();
+    let listed: Vec<LeaseId> = log
+        .state
+        .leases(LeaseId::NONE, 10)
+        .iter()
+        .map(|l| l.id)
+        .collect();
     assert_eq!(listed, vec![lease, other]);
     assert_eq!(
         log.state
@@ -451,7 +483,11 @@ fn put_tracks_revisions_versions_and_rebinds_keys() {
 #[test]
 fn put_with_unknown_lease_is_rejected() {
     let mut log = Log::new(Limits::default());
-    assert_rejected(&mut log, put("k", "v", 5), Rejection::LeaseNotFound(5));
+    assert_rejected(
+        &mut log,
+        put("k", "v", LeaseId::new(5)),
+        Rejection::LeaseNotFound(LeaseId::new(5)),
+    );
 }
 
 #[test]
@@ -464,7 +500,7 @@ fn key_and_value_sizes_are_bounded() {
     let mut log = Log::new(limits);
     assert_rejected(
         &mut log,
-        put("12345", "v", 0),
+        put("12345", "v", LeaseId::NONE),
         Rejection::LimitExceeded {
             limit: LimitKind::KeyBytes,
             max: 4,
@@ -473,7 +509,7 @@ fn key_and_value_sizes_are_bounded() {
     );
     assert_rejected(
         &mut log,
-        put("k", "123", 0),
+        put("k", "123", LeaseId::NONE),
         Rejection::LimitExceeded {
             limit: LimitKind::ValueBytes,
             max: 2,
@@ -482,10 +518,10 @@ fn key_and_value_sizes_are_bounded() {
     );
     assert_rejected(
         &mut log,
-        put("", "v", 0),
+        put("", "v", LeaseId::NONE),
         Rejection::InvalidArgument("key must not be empty".into()),
     );
-    assert!(log.apply(put("1234", "12", 0)).is_ok());
+    assert!(log.apply(put("1234", "12", LeaseId::NONE)).is_ok());
 }
 
 #[test]
@@ -514,7 +550,7 @@ fn keys_per_lease_are_bounded() {
 fn delete_selects_by_key_prefix_and_range() {
     let mut log = Log::new(Limits::default());
     for key in ["a", "ab", "abc", "b", "ba", "c"] {
-        log.apply(put(key, "v", 0)).expect("put");
+        log.apply(put(key, "v", LeaseId::NONE)).expect("put");
     }
     let deleted = |r| match r {
         Ok(Outcome::Deleted { deleted, .. }) => deleted,
@@ -564,7 +600,7 @@ fn delete_selects_by_key_prefix_and_range() {
 fn range_honours_limit_and_counts_all_matches() {
     let mut log = Log::new(Limits::default());
     for key in ["p/1", "p/2", "p/3", "q"] {
-        log.apply(put(key, "v", 0)).expect("put");
+        log.apply(put(key, "v", LeaseId::NONE)).expect("put");
     }
     let result = log.state.range(&KeySelector::Prefix(b"p/".to_vec()), 2);
     assert_eq!(result.count, 3);
@@ -592,14 +628,14 @@ fn compare(key: &str, target: CompareTarget, op: CompareOp) -> Compare {
 #[test]
 fn txn_picks_a_branch_from_its_compares() {
     let mut log = Log::new(Limits::default());
-    log.apply(put("k", "1", 0)).expect("put");
+    log.apply(put("k", "1", LeaseId::NONE)).expect("put");
     let txn = |compares| {
         Command::Txn(Txn {
             compares,
             success: vec![TxnOp::Put {
                 key: b"won".to_vec(),
                 value: b"y".to_vec(),
-                lease: 0,
+                lease: LeaseId::NONE,
             }],
             failure: vec![TxnOp::Get {
                 selector: KeySelector::Key(b"k".to_vec()),
@@ -612,7 +648,11 @@ fn txn_picks_a_branch_from_its_compares() {
         compare("k", CompareTarget::Value(b"1".to_vec()), CompareOp::Equal),
         compare("k", CompareTarget::Version(1), CompareOp::Equal),
         compare("missing", CompareTarget::Version(0), CompareOp::Equal),
-        compare("missing", CompareTarget::CreateRevision(1), CompareOp::Less),
+        compare(
+            "missing",
+            CompareTarget::CreateRevision(Revision::new(1)),
+            CompareOp::Less,
+        ),
     ]));
     assert_eq!(
         response,
@@ -636,8 +676,12 @@ fn txn_picks_a_branch_from_its_compares() {
     };
     assert!(matches!(&results[..], [OpResult::Got { kvs, more: false }] if kvs.len() == 1));
     let response = log.apply(txn(vec![
-        compare("k", CompareTarget::ModRevision(100), CompareOp::Greater),
-        compare("k", CompareTarget::Lease(0), CompareOp::Equal),
+        compare(
+            "k",
+            CompareTarget::ModRevision(Revision::new(100)),
+            CompareOp::Greater,
+        ),
+        compare("k", CompareTarget::Lease(LeaseId::NONE), CompareOp::Equal),
     ]));
     assert!(matches!(
         response,
@@ -657,18 +701,22 @@ fn txn_branch_is_all_or_nothing() {
             TxnOp::Put {
                 key: b"a".to_vec(),
                 value: b"1".to_vec(),
-                lease: 0,
+                lease: LeaseId::NONE,
             },
             TxnOp::Put {
                 key: b"b".to_vec(),
                 value: b"1".to_vec(),
-                lease: 77,
+                lease: LeaseId::new(77),
             },
         ],
         failure: vec![],
         guard: None,
     });
-    assert_rejected(&mut log, command, Rejection::LeaseNotFound(77));
+    assert_rejected(
+        &mut log,
+        command,
+        Rejection::LeaseNotFound(LeaseId::new(77)),
+    );
     assert!(keys(&log.state).is_empty());
 }
 
@@ -736,13 +784,16 @@ fn lock_queue_is_fifo_and_passes_with_a_higher_token_on_revoke() {
             LockEffect::Acquired {
                 name: "job".into(),
                 lease: b,
-                token: rev
+                token: FencingToken::acquired_at(rev)
             },
         ]
     );
     let lock = log.state.lock("job").expect("lock");
-    assert_eq!((lock.holder, lock.token, lock.waiters), (b, rev, vec![c]));
-    assert!(rev > first);
+    assert_eq!(
+        (lock.holder, lock.token, lock.waiters),
+        (b, FencingToken::acquired_at(rev), vec![c])
+    );
+    assert!(FencingToken::acquired_at(rev) > first);
 }
 
 #[test]
@@ -757,11 +808,11 @@ fn revoking_holder_and_next_waiter_together_hands_the_lock_over_once() {
         leases: vec![
             ExpiredLease {
                 id: a,
-                observed_renewed_revision: u64::MAX,
+                observed_renewed_revision: Revision::new(u64::MAX),
             },
             ExpiredLease {
                 id: b,
-                observed_renewed_revision: u64::MAX,
+                observed_renewed_revision: Revision::new(u64::MAX),
             },
         ],
     });
@@ -776,7 +827,7 @@ fn revoking_holder_and_next_waiter_together_hands_the_lock_over_once() {
         vec![&LockEffect::Acquired {
             name: "job".into(),
             lease: c,
-            token: rev
+            token: FencingToken::acquired_at(rev)
         }]
     );
 }
@@ -798,10 +849,14 @@ fn lock_needs_a_live_lease_and_a_valid_name() {
         max_lock_name_bytes: 3,
         ..Limits::default()
     });
-    assert_rejected(&mut log, acquire("m", 9, true), Rejection::LeaseNotFound(9));
     assert_rejected(
         &mut log,
-        acquire("long", 9, true),
+        acquire("m", LeaseId::new(9), true),
+        Rejection::LeaseNotFound(LeaseId::new(9)),
+    );
+    assert_rejected(
+        &mut log,
+        acquire("long", LeaseId::new(9), true),
         Rejection::LimitExceeded {
             limit: LimitKind::LockNameBytes,
             max: 3,
@@ -810,12 +865,12 @@ fn lock_needs_a_live_lease_and_a_valid_name() {
     );
     assert_rejected(
         &mut log,
-        acquire("", 9, true),
+        acquire("", LeaseId::new(9), true),
         Rejection::InvalidArgument("lock name must not be empty".into()),
     );
     assert_rejected(
         &mut log,
-        acquire("m", 0, true),
+        acquire("m", LeaseId::NONE, true),
         Rejection::InvalidArgument("lease id 0 is reserved for \"no lease\"".into()),
     );
 }
@@ -851,7 +906,7 @@ fn release_is_fenced_by_token() {
         lease,
         token,
     };
-    for (lease, stale) in [(a, token - 1), (b, token)] {
+    for (lease, stale) in [(a, FencingToken::new(token.get() - 1)), (b, token)] {
         assert_rejected(
             &mut log,
             release(lease, stale),
@@ -866,7 +921,7 @@ fn release_is_fenced_by_token() {
     assert_eq!(
         log.apply(release(a, token)),
         Ok(Outcome::Unlocked {
-            next: Some((b, rev))
+            next: Some((b, FencingToken::acquired_at(rev)))
         })
     );
     // The old holder's token no longer releases anything: the successor keeps the lock.
@@ -880,7 +935,7 @@ fn release_is_fenced_by_token() {
         },
     );
     assert_eq!(
-        log.apply(release(b, rev)),
+        log.apply(release(b, FencingToken::acquired_at(rev))),
         Ok(Outcome::Unlocked { next: None })
     );
     assert!(log.state.lock("m").is_none());
@@ -932,10 +987,10 @@ fn guarded_writes_apply_only_with_the_current_token() {
     assert!(log.apply(guarded_put("x", "m", new)).is_ok());
     assert_rejected(
         &mut log,
-        guarded_put("x", "free", 1),
+        guarded_put("x", "free", FencingToken::new(1)),
         Rejection::GuardFailed {
             lock: "free".into(),
-            token: 1,
+            token: FencingToken::new(1),
             current: None,
         },
     );
@@ -986,9 +1041,15 @@ fn a_retried_request_is_applied_once() {
     let id = RequestId {
         client_id: 7,
         seq: 1,
-        seen_revision: 0,
+        seen_revision: Revision::ZERO,
     };
-    let request = Request::with_id(id, Command::Grant { id: 0, ttl_ms: TTL });
+    let request = Request::with_id(
+        id,
+        Command::Grant {
+            id: LeaseId::NONE,
+            ttl_ms: TTL,
+        },
+    );
     let first = log.apply_request(&request);
     let second = log.apply_request(&request);
     assert_eq!(first.response, second.response);
@@ -1007,9 +1068,12 @@ fn dedup_table_evicts_the_oldest_id() {
             RequestId {
                 client_id: 1,
                 seq,
-                seen_revision: 0,
+                seen_revision: Revision::ZERO,
             },
-            Command::Grant { id: 0, ttl_ms: TTL },
+            Command::Grant {
+                id: LeaseId::NONE,
+                ttl_ms: TTL,
+            },
         )
     };
     for seq in 1..=3 {
@@ -1018,7 +1082,7 @@ fn dedup_table_evicts_the_oldest_id() {
     let id = |seq| RequestId {
         client_id: 1,
         seq,
-        seen_revision: 0,
+        seen_revision: Revision::ZERO,
     };
     assert!(log.state.remembered(&id(1)).is_none());
     assert!(log.state.remembered(&id(2)).is_some());
@@ -1037,9 +1101,12 @@ fn a_retry_of_a_forgotten_id_is_refused_not_applied_again() {
         RequestId {
             client_id: 1,
             seq: 1,
-            seen_revision: 0,
+            seen_revision: Revision::ZERO,
         },
-        Command::Grant { id: 0, ttl_ms: TTL },
+        Command::Grant {
+            id: LeaseId::NONE,
+            ttl_ms: TTL,
+        },
     );
     let applied_at = log.rev();
     assert!(log.apply_request(&first).response.is_ok());
@@ -1049,9 +1116,9 @@ fn a_retry_of_a_forgotten_id_is_refused_not_applied_again() {
             RequestId {
                 client_id: 2,
                 seq,
-                seen_revision: log.rev() - 1,
+                seen_revision: Revision::new(log.rev().get() - 1),
             },
-            put("k", "v", 0),
+            put("k", "v", LeaseId::NONE),
         );
         assert!(log.apply_request(&other).response.is_ok());
     }
@@ -1082,7 +1149,10 @@ fn a_retry_of_a_forgotten_id_is_refused_not_applied_again() {
             seq: 1,
             seen_revision: forgotten_through,
         },
-        Command::Grant { id: 0, ttl_ms: TTL },
+        Command::Grant {
+            id: LeaseId::NONE,
+            ttl_ms: TTL,
+        },
     );
     assert!(matches!(
         log.apply_request(&fresh).response,
@@ -1103,7 +1173,7 @@ fn the_dedup_table_is_bounded_by_bytes_and_keeps_large_responses_only_as_applied
     log.apply(Command::Put {
         key: b"big".to_vec(),
         value: value.clone(),
-        lease: 0,
+        lease: LeaseId::NONE,
         guard: None,
         prev_kv: false,
     })
@@ -1111,7 +1181,7 @@ fn the_dedup_table_is_bounded_by_bytes_and_keeps_large_responses_only_as_applied
     let id = RequestId {
         client_id: 9,
         seq: 1,
-        seen_revision: log.rev() - 1,
+        seen_revision: Revision::new(log.rev().get() - 1),
     };
     // A transaction that reads the big value: its response is far above 1/256 of the bound.
     let read_big = Request::with_id(
@@ -1144,7 +1214,7 @@ fn the_dedup_table_is_bounded_by_bytes_and_keeps_large_responses_only_as_applied
     assert_eq!(
         log.apply_request(&read_big).response,
         Err(Rejection::RequestIdForgotten {
-            forgotten_through: 0,
+            forgotten_through: Revision::ZERO,
             applied_at: Some(applied_at),
         })
     );
@@ -1155,12 +1225,12 @@ fn the_dedup_table_is_bounded_by_bytes_and_keeps_large_responses_only_as_applied
             RequestId {
                 client_id: 9,
                 seq,
-                seen_revision: log.rev() - 1,
+                seen_revision: Revision::new(log.rev().get() - 1),
             },
             Command::Put {
                 key: b"p".to_vec(),
                 value: vec![b'y'; 100],
-                lease: 0,
+                lease: LeaseId::NONE,
                 guard: None,
                 prev_kv: true,
             },
@@ -1178,7 +1248,7 @@ fn the_dedup_table_is_bounded_by_bytes_and_keeps_large_responses_only_as_applied
     let latest = RequestId {
         client_id: 9,
         seq: 1_999,
-        seen_revision: 0,
+        seen_revision: Revision::ZERO,
     };
     assert!(
         matches!(
@@ -1196,7 +1266,10 @@ fn replayed_entries_are_ignored() {
     let mut log = Log::new(Limits::default());
     grant(&mut log);
     let before = log.state.clone();
-    let applied = log.state.apply(1, &Request::new(put("k", "v", 0)));
+    let applied = log.state.apply(
+        Revision::new(1),
+        &Request::new(put("k", "v", LeaseId::NONE)),
+    );
     assert_eq!(applied.response, Ok(Outcome::Ignored));
     assert_eq!(log.state, before);
 }
@@ -1208,13 +1281,15 @@ fn rejected_requests_are_remembered_too() {
         RequestId {
             client_id: 2,
             seq: 9,
-            seen_revision: 0,
+            seen_revision: Revision::ZERO,
         },
-        Command::Revoke { id: 5 },
+        Command::Revoke {
+            id: LeaseId::new(5),
+        },
     );
     assert_eq!(
         log.apply_request(&request).response,
-        Err(Rejection::LeaseNotFound(5))
+        Err(Rejection::LeaseNotFound(LeaseId::new(5)))
     );
     grant(&mut log);
     grant(&mut log);
@@ -1224,17 +1299,17 @@ fn rejected_requests_are_remembered_too() {
     // Lease 5 exists now, but the retry returns the answer the original got.
     assert_eq!(
         log.apply_request(&request).response,
-        Err(Rejection::LeaseNotFound(5))
+        Err(Rejection::LeaseNotFound(LeaseId::new(5)))
     );
-    assert!(log.state.lease(5, false).is_some());
+    assert!(log.state.lease(LeaseId::new(5), false).is_some());
 }
 
 #[test]
 fn limits_check_catches_nonsense() {
     assert!(Limits::default().check().is_ok());
     let bad = Limits {
-        min_ttl_ms: 10,
-        max_ttl_ms: 5,
+        min_ttl_ms: DurationMs::new(10),
+        max_ttl_ms: DurationMs::new(5),
         ..Limits::default()
     };
     assert!(bad.check().is_err());
@@ -1276,7 +1351,7 @@ fn limits_are_replicated_state() {
     assert_eq!(log.state.limits(), &tight);
     assert_rejected(
         &mut log,
-        put("abc", "v", 0),
+        put("abc", "v", LeaseId::NONE),
         Rejection::LimitExceeded {
             limit: LimitKind::KeyBytes,
             max: 2,
@@ -1284,8 +1359,8 @@ fn limits_are_replicated_state() {
         },
     );
     let nonsense = Limits {
-        min_ttl_ms: 10,
-        max_ttl_ms: 1,
+        min_ttl_ms: DurationMs::new(10),
+        max_ttl_ms: DurationMs::new(1),
         ..Limits::default()
     };
     assert_rejected(

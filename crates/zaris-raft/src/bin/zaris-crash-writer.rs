@@ -10,7 +10,7 @@ use std::sync::Arc;
 use openraft::entry::RaftEntry;
 use openraft::storage::{IOFlushed, RaftLogStorage};
 use openraft::type_config::TypeConfigExt;
-use zaris_core::{Command, Limits, Request};
+use zaris_core::{Command, LeaseId, Limits, Request};
 use zaris_raft::{Entry, NoopObserver, Proposal, TypeConfig};
 
 /// Entries per append.
@@ -30,7 +30,7 @@ fn entry(index: u64) -> Entry {
         Proposal(Request::new(Command::Put {
             key: format!("k{index}").into_bytes(),
             value: vec![b'v'; 512],
-            lease: 0,
+            lease: LeaseId::NONE,
             guard: None,
             prev_kv: false,
         })),

@@ -8,7 +8,7 @@ use openraft::entry::RaftEntry;
 use openraft::storage::{IOFlushed, RaftLogStorage, RaftStateMachine};
 use openraft::type_config::TypeConfigExt;
 use openraft::{RaftLogReader, RaftSnapshotBuilder};
-use zaris_core::{Command, Limits, Request, codec};
+use zaris_core::{Command, LeaseId, Limits, Request, codec};
 use zaris_raft::dump::{self, Dump, EntryKind, Position};
 use zaris_raft::{Entry, LogId, NoopObserver, Proposal, TypeConfig};
 
@@ -25,7 +25,7 @@ fn put(term: u64, index: u64) -> Entry {
         Proposal(Request::new(Command::Put {
             key: format!("k{index}").into_bytes(),
             value: b"v".to_vec(),
-            lease: 0,
+            lease: LeaseId::NONE,
             guard: None,
             prev_kv: false,
         })),

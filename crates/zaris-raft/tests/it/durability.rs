@@ -6,7 +6,7 @@ use openraft::entry::RaftEntry;
 use openraft::storage::{IOFlushed, RaftLogStorage, RaftStateMachine};
 use openraft::type_config::TypeConfigExt;
 use openraft::{RaftLogReader, RaftSnapshotBuilder, Vote};
-use zaris_core::{Command, Limits, Request};
+use zaris_core::{Command, DurationMs, LeaseId, Limits, Request, Revision};
 use zaris_raft::{Entry, LogId, NoopObserver, Proposal, TypeConfig};
 
 fn log_id(term: u64, index: u64) -> LogId {
@@ -20,8 +20,8 @@ fn grant(term: u64, index: u64) -> Entry {
     Entry::new_normal(
         log_id(term, index),
         Proposal(Request::new(Command::Grant {
-            id: 0,
-            ttl_ms: 5_000,
+            id: LeaseId::NONE,
+            ttl_ms: DurationMs::new(5_000),
         })),
     )
 }
@@ -65,5 +65,5 @@ async fn log_vote_and_snapshot_survive_reopen() {
         .expect("install");
     let handle = sm.handle();
     assert_eq!(handle.read(|d| d.state.lease_count()), 3);
-    assert_eq!(handle.read(|d| d.state.last_applied()), 3);
+    assert_eq!(handle.read(|d| d.state.last_applied()), Revision::new(3));
 }

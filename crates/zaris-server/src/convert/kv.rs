@@ -3,8 +3,8 @@
 //! as result values; a Txn answer shaped by its request's [`TxnShape`]).
 
 use zaris_core::{
-    Command, Compare, CompareOp, CompareTarget, KeySelector, LimitKind, Limits, OpResult, Outcome,
-    RangeResult, Rejection, Request, Response, Txn, TxnOp,
+    Command, Compare, CompareOp, CompareTarget, KeySelector, LeaseId, LimitKind, Limits, OpResult,
+    Outcome, RangeResult, Rejection, Request, Response, Revision, Txn, TxnOp,
 };
 use zaris_proto::v1::{self, ResponseHeader};
 
@@ -71,7 +71,7 @@ pub fn put_request(request: v1::PutRequest, limits: &Limits) -> Result<Request, 
     let command = Command::Put {
         key: request.key,
         value: request.value,
-        lease: request.lease,
+        lease: LeaseId::new(request.lease),
         guard: guard(request.guard, "")?,
         prev_kv: request.prev_kv,
     };
@@ -198,9 +198,13 @@ fn compare(compare: v1::Compare, at: &str) -> Result<Compare, ApiError> {
     let target = match (target, operand) {
         (Target::Value, Operand::Value(v)) => CompareTarget::Value(v),
         (Target::Version, Operand::Version(v)) => CompareTarget::Version(v),
-        (Target::ModRevision, Operand::ModRevision(r)) => CompareTarget::ModRevision(r),
-        (Target::CreateRevision, Operand::CreateRevision(r)) => CompareTarget::CreateRevision(r),
-        (Target::Lease, Operand::Lease(l)) => CompareTarget::Lease(l),
+        (Target::ModRevision, Operand::ModRevision(r)) => {
+            CompareTarget::ModRevision(Revision::new(r))
+        }
+        (Target::CreateRevision, Operand::CreateRevision(r)) => {
+            CompareTarget::CreateRevision(Revision::new(r))
+        }
+        (Target::Lease, Operand::Lease(l)) => CompareTarget::Lease(LeaseId::new(l)),
         (target, operand) => {
             return Err(ApiError::invalid_argument(format!(
                 "{at}target {} does not match the operand that is set ({})",
@@ -279,7 +283,7 @@ fn txn_op(op: v1::TxnOp, at: &str, max_range_keys: u64) -> Result<(TxnOp, OpShap
                 TxnOp::Put {
                     key: put.key,
                     value: put.value,
-                    lease: put.lease,
+                    lease: LeaseId::new(put.lease),
                 },
                 OpShape::Put {
                     prev_kv: put.prev_kv,
@@ -462,8 +466,9 @@ fn op_response(shape: OpShape, result: OpResult) -> Result<v1::TxnOpResponse, Ap
 mod tests {
     use tonic::Code;
     use zaris_core::{
-        Command, Compare, CompareOp, CompareTarget, Guard, KeySelector, LimitKind, Limits,
-        OpResult, Outcome, RangeResult, Rejection, Request, RequestId, Txn, TxnOp,
+        Command, Compare, CompareOp, CompareTarget, DurationMs, FencingToken, Guard, KeySelector,
+        LimitKind, Limits, OpResult, Outcome, RangeResult, Rejection, Request, RequestId, Txn,
+        TxnOp,
     };
     use zaris_proto::v1::{self, ErrorCode, Outcome as WireOutcome};
 
@@ -592,15 +597,15 @@ mod tests {
                 RequestId {
                     client_id: 1,
                     seq: 2,
-                    seen_revision: 0,
+                    seen_revision: Revision::ZERO,
                 },
                 Command::Put {
                     key: b"k".to_vec(),
                     value: b"v".to_vec(),
-                    lease: 4,
+                    lease: LeaseId::new(4),
                     guard: Some(Guard {
                         lock: "lk".into(),
-                        token: 12
+                        token: FencingToken::new(12)
                     }),
                     prev_kv: true,
                 }
@@ -664,7 +669,7 @@ mod tests {
                 },
                 guard: Some(Guard {
                     lock: "lk".into(),
-                    token: 3
+                    token: FencingToken::new(3)
                 }),
                 prev_kv: true,
             }
@@ -674,7 +679,7 @@ mod tests {
             Some(RequestId {
                 client_id: 5,
                 seq: 6,
-                seen_revision: 0,
+                seen_revision: Revision::ZERO,
             })
         );
         let delete = |key: &[u8], range_end: &[u8], prefix| v1::DeleteRangeRequest {
@@ -730,12 +735,15 @@ mod tests {
             header(7),
             Err(Rejection::GuardFailed {
                 lock: "l".into(),
-                token: 2,
-                current: Some(3),
+                token: FencingToken::new(2),
+                current: Some(FencingToken::new(3)),
             }),
         ));
         assert_eq!(answer.result(), v1::PutResult::GuardFailed);
-        let answer = ok(put_response(header(7), Err(Rejection::LeaseNotFound(4))));
+        let answer = ok(put_response(
+            header(7),
+            Err(Rejection::LeaseNotFound(LeaseId::new(4))),
+        ));
         assert_eq!(answer.result(), v1::PutResult::LeaseNotFound);
 
         assert_limit(
@@ -757,7 +765,10 @@ mod tests {
         assert_internal(put_response(header(7), Ok(Outcome::Ignored)));
         assert_internal(put_response(
             header(7),
-            Ok(Outcome::Granted { id: 1, ttl_ms: 5 }),
+            Ok(Outcome::Granted {
+                id: LeaseId::new(1),
+                ttl_ms: DurationMs::new(5),
+            }),
         ));
     }
 
@@ -780,14 +791,17 @@ mod tests {
             header(9),
             Err(Rejection::GuardFailed {
                 lock: "l".into(),
-                token: 2,
+                token: FencingToken::new(2),
                 current: None,
             }),
         ));
         assert_eq!(answer.result(), v1::DeleteResult::GuardFailed);
         assert_eq!(answer.deleted, 0);
 
-        let status = err(delete_response(header(9), Err(Rejection::LeaseNotFound(3))));
+        let status = err(delete_response(
+            header(9),
+            Err(Rejection::LeaseNotFound(LeaseId::new(3))),
+        ));
         assert_eq!(status.code(), Code::Internal);
         assert_eq!(detail(&status).outcome(), WireOutcome::Definite);
         assert_internal(delete_response(header(9), Ok(Outcome::Put { prev: None })));
@@ -839,7 +853,7 @@ mod tests {
                 RequestId {
                     client_id: 4,
                     seq: 5,
-                    seen_revision: 0,
+                    seen_revision: Revision::ZERO,
                 },
                 Command::Txn(Txn {
                     compares: vec![
@@ -862,7 +876,7 @@ mod tests {
                         TxnOp::Put {
                             key: b"k".to_vec(),
                             value: b"v".to_vec(),
-                            lease: 3,
+                            lease: LeaseId::new(3),
                         },
                     ],
                     failure: vec![TxnOp::Delete {
@@ -870,7 +884,7 @@ mod tests {
                     }],
                     guard: Some(Guard {
                         lock: "lk".into(),
-                        token: 8
+                        token: FencingToken::new(8)
                     }),
                 })
             )
@@ -900,14 +914,18 @@ mod tests {
             (
                 T::ModRevision,
                 Operand::ModRevision(3),
-                CompareTarget::ModRevision(3),
+                CompareTarget::ModRevision(Revision::new(3)),
             ),
             (
                 T::CreateRevision,
                 Operand::CreateRevision(4),
-                CompareTarget::CreateRevision(4),
+                CompareTarget::CreateRevision(Revision::new(4)),
             ),
-            (T::Lease, Operand::Lease(0), CompareTarget::Lease(0)),
+            (
+                T::Lease,
+                Operand::Lease(0),
+                CompareTarget::Lease(LeaseId::NONE),
+            ),
         ];
         for (target, operand, expected) in cases {
             let (request, _) = txn_ok(txn(
@@ -1261,7 +1279,7 @@ mod tests {
             &shape(),
             Err(Rejection::GuardFailed {
                 lock: "l".into(),
-                token: 1,
+                token: FencingToken::new(1),
                 current: None,
             }),
         ));
@@ -1270,7 +1288,7 @@ mod tests {
         let answer = ok(txn_response(
             header(11),
             &shape(),
-            Err(Rejection::LeaseNotFound(5)),
+            Err(Rejection::LeaseNotFound(LeaseId::new(5))),
         ));
         assert_eq!(answer.result(), v1::TxnResult::LeaseNotFound);
         assert!(answer.responses.is_empty());

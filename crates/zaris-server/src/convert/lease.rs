@@ -4,7 +4,8 @@
 use std::collections::HashSet;
 
 use zaris_core::{
-    Command, LeaseId, LeaseInfo, LimitKind, Limits, Outcome, Rejection, Request, Response,
+    Command, DurationMs, LeaseId, LeaseInfo, LimitKind, Limits, Outcome, Rejection, Request,
+    Response,
 };
 use zaris_proto::v1::{self, ResponseHeader};
 
@@ -15,8 +16,8 @@ use crate::renew::Renewals;
 /// A lease Grant, validated (TTL bounds).
 pub fn grant_request(request: v1::LeaseGrantRequest, limits: &Limits) -> Result<Request, ApiError> {
     let command = Command::Grant {
-        id: request.id,
-        ttl_ms: request.ttl_ms,
+        id: LeaseId::new(request.id),
+        ttl_ms: DurationMs::new(request.ttl_ms),
     };
     validated(request.request_id, command, limits)
 }
@@ -28,7 +29,9 @@ pub fn revoke_request(
 ) -> Result<Request, ApiError> {
     validated(
         request.request_id,
-        Command::Revoke { id: request.id },
+        Command::Revoke {
+            id: LeaseId::new(request.id),
+        },
         limits,
     )
 }
@@ -59,6 +62,7 @@ pub fn keepalive_ids(
         .iter()
         .copied()
         .filter(|id| seen.insert(*id))
+        .map(LeaseId::new)
         .collect();
     if !ids.is_empty() {
         Request::new(Command::Renew { ids: ids.clone() })
@@ -75,9 +79,11 @@ pub fn grant_response(
     response: Response,
 ) -> Result<v1::LeaseGrantResponse, ApiError> {
     let (result, id, ttl_ms, next_free_id) = match response {
-        Ok(Outcome::Granted { id, ttl_ms }) => (v1::GrantResult::Granted, id, ttl_ms, 0),
+        Ok(Outcome::Granted { id, ttl_ms }) => {
+            (v1::GrantResult::Granted, id.get(), ttl_ms.get(), 0)
+        }
         Err(Rejection::LeaseIdUsed { next_free, .. }) => {
-            (v1::GrantResult::IdInUse, 0, 0, next_free)
+            (v1::GrantResult::IdInUse, 0, 0, next_free.get())
         }
         Err(rejection) => return Err(rejection.into()),
         Ok(other) => return Err(ApiError::unexpected("Grant", &other)),
@@ -122,9 +128,12 @@ pub fn keepalive_response(
     let mut not_found = Vec::new();
     for &id in ids {
         if let Some(ttl_ms) = renewals.renewed(id) {
-            renewed.push(v1::LeaseRenewed { id, ttl_ms });
+            renewed.push(v1::LeaseRenewed {
+                id: id.get(),
+                ttl_ms: ttl_ms.get(),
+            });
         } else if renewals.not_found(id) {
-            not_found.push(id);
+            not_found.push(id.get());
         } else {
             return Err(ApiError::Internal(format!(
                 "lease {id} is missing from the outcome of the renew batch that carried it"
@@ -160,11 +169,11 @@ pub fn lease_ttl_response(
     v1::LeaseTimeToLiveResponse {
         header: Some(header),
         found: true,
-        id: info.id,
-        ttl_ms: info.ttl_ms,
+        id: info.id.get(),
+        ttl_ms: info.ttl_ms.get(),
         remaining_ttl_ms,
-        granted_revision: info.granted_revision,
-        renewed_revision: info.renewed_revision,
+        granted_revision: info.granted_revision.get(),
+        renewed_revision: info.renewed_revision.get(),
         bound_keys,
         keys_truncated,
         locks_held: info.locks_held,
@@ -175,8 +184,8 @@ pub fn lease_ttl_response(
 /// One lease of a Leases listing.
 pub fn lease_summary(info: &LeaseInfo, remaining_ttl_ms: u64) -> v1::LeaseSummary {
     v1::LeaseSummary {
-        id: info.id,
-        ttl_ms: info.ttl_ms,
+        id: info.id.get(),
+        ttl_ms: info.ttl_ms.get(),
         remaining_ttl_ms,
         key_count: info.key_count.into(),
         lock_count: info.locks_held.len() as u64,
@@ -187,7 +196,7 @@ pub fn lease_summary(info: &LeaseInfo, remaining_ttl_ms: u64) -> v1::LeaseSummar
 mod tests {
     use tonic::Code;
     use zaris_core::{
-        Command, LeaseInfo, LimitKind, Limits, Outcome, Rejection, Request, RequestId,
+        Command, LeaseInfo, LimitKind, Limits, Outcome, Rejection, Request, RequestId, Revision,
     };
     use zaris_proto::v1::{self, ErrorCode, Outcome as WireOutcome};
 
@@ -212,11 +221,11 @@ mod tests {
                 RequestId {
                     client_id: 3,
                     seq: 4,
-                    seen_revision: 0,
+                    seen_revision: Revision::ZERO,
                 },
                 Command::Grant {
-                    id: 42,
-                    ttl_ms: 5_000
+                    id: LeaseId::new(42),
+                    ttl_ms: DurationMs::new(5_000)
                 }
             )
         );
@@ -245,8 +254,8 @@ mod tests {
         let answer = ok(grant_response(
             header(3),
             Ok(Outcome::Granted {
-                id: 9,
-                ttl_ms: 5_000,
+                id: LeaseId::new(9),
+                ttl_ms: DurationMs::new(5_000),
             }),
         ));
         assert_eq!(answer.header, Some(header(3)));
@@ -256,8 +265,8 @@ mod tests {
         let answer = ok(grant_response(
             header(3),
             Err(Rejection::LeaseIdUsed {
-                id: 9,
-                next_free: 12,
+                id: LeaseId::new(9),
+                next_free: LeaseId::new(12),
             }),
         ));
         assert_eq!(answer.result(), v1::GrantResult::IdInUse);
@@ -279,7 +288,7 @@ mod tests {
         assert_internal(grant_response(
             header(3),
             Ok(Outcome::Revoked {
-                id: 1,
+                id: LeaseId::new(1),
                 keys_deleted: 0,
             }),
         ));
@@ -294,7 +303,12 @@ mod tests {
             },
             &small(),
         ));
-        assert_eq!(request, Request::new(Command::Revoke { id: 5 }));
+        assert_eq!(
+            request,
+            Request::new(Command::Revoke {
+                id: LeaseId::new(5)
+            })
+        );
         assert_invalid(
             revoke_request(v1::LeaseRevokeRequest::default(), &small()),
             "lease id 0",
@@ -303,18 +317,21 @@ mod tests {
         let answer = ok(revoke_response(
             header(4),
             Ok(Outcome::Revoked {
-                id: 5,
+                id: LeaseId::new(5),
                 keys_deleted: 2,
             }),
         ));
         assert_eq!(answer.header, Some(header(4)));
         assert_eq!(answer.result(), v1::RevokeResult::Revoked);
-        let answer = ok(revoke_response(header(4), Err(Rejection::LeaseNotFound(5))));
+        let answer = ok(revoke_response(
+            header(4),
+            Err(Rejection::LeaseNotFound(LeaseId::new(5))),
+        ));
         assert_eq!(answer.result(), v1::RevokeResult::NotFound);
         assert_internal(revoke_response(
             header(4),
             Ok(Outcome::Expired {
-                revoked: vec![5],
+                revoked: vec![LeaseId::new(5)],
                 skipped: vec![],
             }),
         ));
@@ -329,7 +346,7 @@ mod tests {
         };
         assert_eq!(
             ok(keepalive_ids(&ids(vec![3, 1, 3, 2, 1]), &roomy)),
-            vec![3, 1, 2]
+            [3, 1, 2].map(LeaseId::new)
         );
         // The listed ids count against the limit, duplicates included.
         assert_limit(
@@ -337,7 +354,7 @@ mod tests {
             ErrorCode::LimitExceeded,
             "max_batch_ids",
         );
-        assert_eq!(ok(keepalive_ids(&ids(vec![]), &small())), Vec::<u64>::new());
+        assert_eq!(ok(keepalive_ids(&ids(vec![]), &small())), []);
         assert_invalid(keepalive_ids(&ids(vec![1, 0]), &small()), "lease id 0");
         assert_limit(
             keepalive_ids(&ids(vec![1, 2, 3, 4]), &small()),
@@ -350,10 +367,18 @@ mod tests {
     fn keepalive_responses_follow_request_order() {
         // A group-committed batch: this request's ids are 3 and 1, another client's is 2.
         let renewals = ok(Renewals::from_response(&Ok(Outcome::Renewed {
-            renewed: vec![(1, 1_000), (2, 2_000)],
-            not_found: vec![3],
+            renewed: vec![
+                (LeaseId::new(1), DurationMs::new(1_000)),
+                (LeaseId::new(2), DurationMs::new(2_000)),
+            ],
+            not_found: vec![LeaseId::new(3)],
         })));
-        let answer = ok(keepalive_response(header(6), 17, &[3, 1], &renewals));
+        let answer = ok(keepalive_response(
+            header(6),
+            17,
+            &[LeaseId::new(3), LeaseId::new(1)],
+            &renewals,
+        ));
         assert_eq!(answer.header, Some(header(6)));
         assert_eq!(answer.seq, 17);
         assert_eq!(
@@ -365,7 +390,12 @@ mod tests {
         );
         assert_eq!(answer.not_found, vec![3]);
 
-        let answer = ok(keepalive_response(header(6), 18, &[2, 1], &renewals));
+        let answer = ok(keepalive_response(
+            header(6),
+            18,
+            &[LeaseId::new(2), LeaseId::new(1)],
+            &renewals,
+        ));
         assert_eq!(
             answer.renewed.iter().map(|r| r.id).collect::<Vec<_>>(),
             vec![2, 1]
@@ -373,7 +403,12 @@ mod tests {
         assert!(answer.not_found.is_empty());
 
         // An id the batch did not carry is a server bug, never "not found".
-        assert_internal(keepalive_response(header(6), 19, &[1, 4], &renewals));
+        assert_internal(keepalive_response(
+            header(6),
+            19,
+            &[LeaseId::new(1), LeaseId::new(4)],
+            &renewals,
+        ));
 
         assert_limit(
             Renewals::from_response(&Err(Rejection::LimitExceeded {
@@ -389,10 +424,10 @@ mod tests {
 
     fn lease_info() -> LeaseInfo {
         LeaseInfo {
-            id: 5,
-            ttl_ms: 10_000,
-            granted_revision: 3,
-            renewed_revision: 8,
+            id: LeaseId::new(5),
+            ttl_ms: DurationMs::new(10_000),
+            granted_revision: Revision::new(3),
+            renewed_revision: Revision::new(8),
             key_count: 3,
             keys: vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()],
             locks_held: vec!["l1".into(), "l2".into()],

@@ -2,7 +2,8 @@
 //! [`lock_wait_ms`]), answers out (HELD, QUEUED, BUSY, RELEASED, WITHDRAWN, NOT_HOLDER as values).
 
 use zaris_core::{
-    CancelOutcome, Command, Limits, LockInfo, LockOutcome, Outcome, Rejection, Request, Response,
+    CancelOutcome, Command, FencingToken, LeaseId, Limits, LockInfo, LockOutcome, Outcome,
+    Rejection, Request, Response,
 };
 use zaris_proto::v1::{self, ResponseHeader};
 
@@ -14,7 +15,7 @@ use crate::error::ApiError;
 pub fn lock_request(request: v1::LockRequest, limits: &Limits) -> Result<Request, ApiError> {
     let command = Command::LockAcquire {
         name: request.name,
-        lease: request.lease,
+        lease: LeaseId::new(request.lease),
         wait: request.wait,
     };
     validated(None, command, limits)
@@ -42,13 +43,13 @@ pub fn unlock_request(request: v1::UnlockRequest, limits: &Limits) -> Result<Req
     let command = if request.token == 0 {
         Command::LockCancel {
             name: request.name,
-            lease: request.lease,
+            lease: LeaseId::new(request.lease),
         }
     } else {
         Command::LockRelease {
             name: request.name,
-            lease: request.lease,
-            token: request.token,
+            lease: LeaseId::new(request.lease),
+            token: FencingToken::new(request.token),
         }
     };
     validated(request.request_id, command, limits)
@@ -70,7 +71,7 @@ pub fn lock_response(
     match response {
         Ok(Outcome::Lock(LockOutcome::Held { token })) => {
             answer.result = v1::LockResult::Held.into();
-            answer.token = token;
+            answer.token = token.get();
         }
         Ok(Outcome::Lock(LockOutcome::Queued { position })) => {
             answer.result = v1::LockResult::Queued.into();
@@ -79,7 +80,7 @@ pub fn lock_response(
         Ok(Outcome::Lock(LockOutcome::Busy { holder, .. })) => {
             // The holder's token is not the caller's business: `token` is for HELD only.
             answer.result = v1::LockResult::Busy.into();
-            answer.holder_lease = holder;
+            answer.holder_lease = holder.get();
         }
         Err(Rejection::LeaseNotFound(_)) => {
             answer.result = v1::LockResult::LeaseNotFound.into();
@@ -100,7 +101,9 @@ pub fn unlock_response(
     let (result, token) = match response {
         Ok(Outcome::Unlocked { .. }) => (v1::UnlockResult::Released, 0),
         Ok(Outcome::Cancelled(CancelOutcome::Withdrawn)) => (v1::UnlockResult::Withdrawn, 0),
-        Ok(Outcome::Cancelled(CancelOutcome::Held { token })) => (v1::UnlockResult::Held, token),
+        Ok(Outcome::Cancelled(CancelOutcome::Held { token })) => {
+            (v1::UnlockResult::Held, token.get())
+        }
         Ok(Outcome::Cancelled(CancelOutcome::NotWaiting)) | Err(Rejection::NotHolder { .. }) => {
             (v1::UnlockResult::NotHolder, 0)
         }
@@ -125,8 +128,8 @@ pub fn lock_status_response(
     };
     if let Some(info) = info {
         answer.held = true;
-        answer.holder_lease = info.holder;
-        answer.token = info.token;
+        answer.holder_lease = info.holder.get();
+        answer.token = info.token.get();
         answer.waiters = info.waiters.len() as u64;
     }
     answer
@@ -136,7 +139,7 @@ pub fn lock_status_response(
 mod tests {
     use zaris_core::{
         CancelOutcome, Command, LimitKind, LockInfo, LockOutcome, Outcome, Rejection, Request,
-        RequestId,
+        RequestId, Revision,
     };
     use zaris_proto::v1::{self, ErrorCode};
 
@@ -158,7 +161,7 @@ mod tests {
             request,
             Request::new(Command::LockAcquire {
                 name: "job".into(),
-                lease: 5,
+                lease: LeaseId::new(5),
                 wait: true
             })
         );
@@ -209,7 +212,7 @@ mod tests {
             ok(unlock_request(unlock(0, None), &small())),
             Request::new(Command::LockCancel {
                 name: "job".into(),
-                lease: 5
+                lease: LeaseId::new(5)
             })
         );
         assert_eq!(
@@ -218,12 +221,12 @@ mod tests {
                 RequestId {
                     client_id: 1,
                     seq: 9,
-                    seen_revision: 0,
+                    seen_revision: Revision::ZERO,
                 },
                 Command::LockRelease {
                     name: "job".into(),
-                    lease: 5,
-                    token: 12
+                    lease: LeaseId::new(5),
+                    token: FencingToken::new(12)
                 }
             )
         );
@@ -254,7 +257,9 @@ mod tests {
     fn lock_responses() {
         let answer = ok(lock_response(
             header(5),
-            Ok(Outcome::Lock(LockOutcome::Held { token: 44 })),
+            Ok(Outcome::Lock(LockOutcome::Held {
+                token: FencingToken::new(44),
+            })),
         ));
         assert_eq!(
             answer,
@@ -275,13 +280,16 @@ mod tests {
         let answer = ok(lock_response(
             header(5),
             Ok(Outcome::Lock(LockOutcome::Busy {
-                holder: 8,
-                token: 40,
+                holder: LeaseId::new(8),
+                token: FencingToken::new(40),
             })),
         ));
         assert_eq!(answer.result(), v1::LockResult::Busy);
         assert_eq!((answer.token, answer.holder_lease), (0, 8));
-        let answer = ok(lock_response(header(5), Err(Rejection::LeaseNotFound(5))));
+        let answer = ok(lock_response(
+            header(5),
+            Err(Rejection::LeaseNotFound(LeaseId::new(5))),
+        ));
         assert_eq!(answer.result(), v1::LockResult::LeaseNotFound);
         assert_eq!(answer.header, Some(header(5)));
 
@@ -308,7 +316,7 @@ mod tests {
         let cases = [
             (
                 Ok(Outcome::Unlocked {
-                    next: Some((6, 50)),
+                    next: Some((LeaseId::new(6), FencingToken::new(50))),
                 }),
                 v1::UnlockResult::Released,
                 0,
@@ -324,7 +332,9 @@ mod tests {
                 0,
             ),
             (
-                Ok(Outcome::Cancelled(CancelOutcome::Held { token: 33 })),
+                Ok(Outcome::Cancelled(CancelOutcome::Held {
+                    token: FencingToken::new(33),
+                })),
                 v1::UnlockResult::Held,
                 33,
             ),
@@ -336,8 +346,8 @@ mod tests {
             (
                 Err(Rejection::NotHolder {
                     lock: "job".into(),
-                    lease: 5,
-                    token: 3,
+                    lease: LeaseId::new(5),
+                    token: FencingToken::new(3),
                 }),
                 v1::UnlockResult::NotHolder,
                 0,
@@ -355,7 +365,9 @@ mod tests {
         );
         assert_internal(unlock_response(
             header(2),
-            Ok(Outcome::Lock(LockOutcome::Held { token: 1 })),
+            Ok(Outcome::Lock(LockOutcome::Held {
+                token: FencingToken::new(1),
+            })),
         ));
     }
 
@@ -365,9 +377,9 @@ mod tests {
             header(3),
             Some(LockInfo {
                 name: "job".into(),
-                holder: 5,
-                token: 12,
-                waiters: vec![6, 7],
+                holder: LeaseId::new(5),
+                token: FencingToken::new(12),
+                waiters: vec![LeaseId::new(6), LeaseId::new(7)],
             }),
         );
         assert_eq!(

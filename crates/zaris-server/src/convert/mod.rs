@@ -25,7 +25,7 @@ pub mod lease;
 pub mod lock;
 pub mod watch;
 
-use zaris_core::{Command, Guard, KeySelector, Limits, Request, RequestId};
+use zaris_core::{Command, FencingToken, Guard, KeySelector, Limits, Request, RequestId, Revision};
 use zaris_proto::v1;
 
 use crate::error::ApiError;
@@ -45,7 +45,7 @@ pub fn request_id(id: Option<v1::RequestId>) -> Result<Option<RequestId>, ApiErr
         }) => Ok(Some(RequestId {
             client_id,
             seq,
-            seen_revision,
+            seen_revision: Revision::new(seen_revision),
         })),
     }
 }
@@ -138,7 +138,7 @@ fn guard(guard: Option<v1::Guard>, at: &str) -> Result<Option<Guard>, ApiError> 
         ))),
         Some(v1::Guard { lock_name, token }) => Ok(Some(Guard {
             lock: lock_name,
-            token,
+            token: FencingToken::new(token),
         })),
     }
 }
@@ -162,10 +162,10 @@ pub fn kv(kv: zaris_core::KeyValue) -> v1::KeyValue {
     v1::KeyValue {
         key: kv.key,
         value: kv.value,
-        create_revision: kv.create_revision,
-        mod_revision: kv.mod_revision,
+        create_revision: kv.create_revision.get(),
+        mod_revision: kv.mod_revision.get(),
         version: kv.version,
-        lease: kv.lease,
+        lease: kv.lease.get(),
     }
 }
 
@@ -186,7 +186,7 @@ fn kvs(kvs: Vec<zaris_core::KeyValue>, keys_only: bool) -> Vec<v1::KeyValue> {
 #[cfg(test)]
 mod test_support {
     use tonic::{Code, Status};
-    use zaris_core::Limits;
+    use zaris_core::{DurationMs, LeaseId, Limits, Revision};
     use zaris_proto::v1::{self, ErrorCode, ErrorDetail, Outcome as WireOutcome, ResponseHeader};
 
     use crate::error::ApiError;
@@ -199,8 +199,8 @@ mod test_support {
             max_key_bytes: 8,
             max_value_bytes: 16,
             max_lock_name_bytes: 6,
-            min_ttl_ms: 1_000,
-            max_ttl_ms: 60_000,
+            min_ttl_ms: DurationMs::new(1_000),
+            max_ttl_ms: DurationMs::new(60_000),
             max_txn_ops: 4,
             max_batch_ids: 3,
             max_waiters_per_lock: 1,
@@ -280,10 +280,10 @@ mod test_support {
         zaris_core::KeyValue {
             key: key.to_vec(),
             value: value.to_vec(),
-            create_revision: 4,
-            mod_revision: 5,
+            create_revision: Revision::new(4),
+            mod_revision: Revision::new(5),
             version: 2,
-            lease: 9,
+            lease: LeaseId::new(9),
         }
     }
 
@@ -438,7 +438,7 @@ mod tests {
             Some(RequestId {
                 client_id: 7,
                 seq: 0,
-                seen_revision: 0,
+                seen_revision: Revision::ZERO,
             })
         );
         assert_invalid(request_id(wire_id(0, 5)), "request_id.client_id");
@@ -481,7 +481,7 @@ mod tests {
         let mut rev = 0;
         let mut apply = |state: &mut State, request: Request| {
             rev += 1;
-            state.apply(rev, &request).response
+            state.apply(Revision::new(rev), &request).response
         };
 
         let grant = ok(grant_request(
@@ -651,7 +651,7 @@ mod tests {
             },
             &limits,
         ));
-        state.apply(1, &grant);
+        state.apply(Revision::new(1), &grant);
         let put = ok(put_request(
             v1::PutRequest {
                 key: b"k".to_vec(),
@@ -660,7 +660,7 @@ mod tests {
             },
             &limits,
         ));
-        let replayed = state.apply(2, &put).response;
+        let replayed = state.apply(Revision::new(2), &put).response;
         assert_internal(put_response(header(2), replayed));
         assert_eq!(state.key_count(), 0);
     }

@@ -58,14 +58,14 @@ pub fn watch_event(event: &Event, revision: Revision, prev_kv: bool) -> v1::Even
         } else {
             None
         },
-        lease: event.lease,
-        revision,
+        lease: event.lease.get(),
+        revision: revision.get(),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use zaris_core::{Command, EventKind, KeySelector, Request, State};
+    use zaris_core::{Command, DurationMs, EventKind, KeySelector, LeaseId, Request, State};
     use zaris_proto::v1;
 
     use super::*;
@@ -113,9 +113,15 @@ mod tests {
         let limits = small();
         let mut state = State::new(limits.clone());
         let events = |state: &mut State, revision: u64, command: Command| {
-            state.apply(revision, &Request::new(command)).effects.events
+            state
+                .apply(Revision::new(revision), &Request::new(command))
+                .effects
+                .events
         };
-        let grant = |id| Command::Grant { id, ttl_ms: 5_000 };
+        let grant = |id| Command::Grant {
+            id,
+            ttl_ms: DurationMs::new(5_000),
+        };
         let put = |key: &[u8], lease| Command::Put {
             key: key.to_vec(),
             value: b"v".to_vec(),
@@ -123,11 +129,11 @@ mod tests {
             guard: None,
             prev_kv: false,
         };
-        events(&mut state, 1, grant(7));
-        events(&mut state, 2, grant(8));
+        events(&mut state, 1, grant(LeaseId::new(7)));
+        events(&mut state, 2, grant(LeaseId::new(8)));
 
-        let put_events = events(&mut state, 3, put(b"a", 7));
-        let wire = watch_event(&put_events[0], 3, true);
+        let put_events = events(&mut state, 3, put(b"a", LeaseId::new(7)));
+        let wire = watch_event(&put_events[0], Revision::new(3), true);
         assert_eq!(wire.r#type(), v1::EventType::Put);
         assert_eq!((wire.lease, wire.revision), (7, 3));
         let kv = wire.kv.clone().unwrap_or_default();
@@ -138,14 +144,17 @@ mod tests {
         assert_eq!((kv.mod_revision, kv.version, kv.lease), (3, 1, 7));
         assert_eq!(wire.prev_kv, None, "no previous value: the key was new");
 
-        let overwrite = events(&mut state, 4, put(b"a", 0));
-        let with_prev = watch_event(&overwrite[0], 4, true);
+        let overwrite = events(&mut state, 4, put(b"a", LeaseId::NONE));
+        let with_prev = watch_event(&overwrite[0], Revision::new(4), true);
         assert_eq!(with_prev.lease, 0);
         assert_eq!(
             with_prev.prev_kv.map(|p| (p.mod_revision, p.lease)),
             Some((3, 7))
         );
-        assert_eq!(watch_event(&overwrite[0], 4, false).prev_kv, None);
+        assert_eq!(
+            watch_event(&overwrite[0], Revision::new(4), false).prev_kv,
+            None
+        );
 
         let deleted = events(
             &mut state,
@@ -156,17 +165,23 @@ mod tests {
                 prev_kv: false,
             },
         );
-        let wire = watch_event(&deleted[0], 5, true);
+        let wire = watch_event(&deleted[0], Revision::new(5), true);
         assert_eq!(wire.r#type(), v1::EventType::Delete);
         assert_eq!(wire.lease, 0);
         let kv = wire.kv.unwrap_or_default();
         assert_eq!((kv.mod_revision, kv.version, kv.value.len()), (5, 0, 0));
         assert_eq!(wire.prev_kv.map(|p| p.version), Some(2));
 
-        events(&mut state, 6, put(b"b", 7));
-        events(&mut state, 7, put(b"c", 8));
-        let revoked = events(&mut state, 8, Command::Revoke { id: 7 });
-        let wire = watch_event(&revoked[0], 8, false);
+        events(&mut state, 6, put(b"b", LeaseId::new(7)));
+        events(&mut state, 7, put(b"c", LeaseId::new(8)));
+        let revoked = events(
+            &mut state,
+            8,
+            Command::Revoke {
+                id: LeaseId::new(7),
+            },
+        );
+        let wire = watch_event(&revoked[0], Revision::new(8), false);
         assert_eq!(wire.r#type(), v1::EventType::Revoke);
         assert_eq!((wire.lease, wire.revision), (7, 8));
         let expired = events(
@@ -174,12 +189,12 @@ mod tests {
             9,
             Command::Expire {
                 leases: vec![ExpiredLease {
-                    id: 8,
-                    observed_renewed_revision: 2,
+                    id: LeaseId::new(8),
+                    observed_renewed_revision: Revision::new(2),
                 }],
             },
         );
-        let wire = watch_event(&expired[0], 9, false);
+        let wire = watch_event(&expired[0], Revision::new(9), false);
         assert_eq!(wire.r#type(), v1::EventType::Expire);
         assert_eq!(wire.lease, 8);
         assert_eq!(wire.kv.map(|kv| kv.key), Some(b"c".to_vec()));

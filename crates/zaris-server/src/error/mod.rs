@@ -12,7 +12,7 @@
 mod raft;
 
 use tonic::Status;
-use zaris_core::{LimitKind, Outcome as CoreOutcome, Rejection};
+use zaris_core::{LimitKind, Outcome as CoreOutcome, Rejection, Revision};
 use zaris_proto::v1::{ErrorCode, ErrorDetail, Outcome};
 
 /// Suggested minimum delay before retrying a request that hit a capacity (`retry_after_ms` of a
@@ -252,7 +252,7 @@ impl From<ApiError> for Status {
                 } else {
                     ("max_ttl_ms", max_ttl_ms)
                 };
-                detail = detail.with_limit(name, bound, ttl_ms);
+                detail = detail.with_limit(name, bound.get(), ttl_ms.get());
             }
             E::Rejected(Rejection::LimitExceeded { limit, max, actual }) => {
                 detail = detail.with_limit(limit.name(), max, actual);
@@ -264,8 +264,8 @@ impl From<ApiError> for Status {
                 forgotten_through,
                 applied_at,
             }) => {
-                detail.compact_revision = forgotten_through;
-                detail.applied_revision = applied_at.unwrap_or(0);
+                detail.compact_revision = forgotten_through.get();
+                detail.applied_revision = applied_at.unwrap_or(Revision::ZERO).get();
             }
             E::NotLeader {
                 leader_id,
@@ -391,7 +391,7 @@ fn one_line(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use tonic::Code;
-    use zaris_core::Limits;
+    use zaris_core::{DurationMs, FencingToken, LeaseId, Limits};
 
     use super::*;
 
@@ -482,7 +482,7 @@ mod tests {
     fn ttl_below_minimum_names_min_ttl() {
         let limits = Limits::default();
         let status = rejection_status(&Rejection::TtlOutOfRange {
-            ttl_ms: 5,
+            ttl_ms: DurationMs::new(5),
             min_ttl_ms: limits.min_ttl_ms,
             max_ttl_ms: limits.max_ttl_ms,
         });
@@ -494,18 +494,26 @@ mod tests {
         );
         assert_eq!(
             limit_of(&detail),
-            ("min_ttl_ms".into(), limits.min_ttl_ms, 5)
+            ("min_ttl_ms".into(), limits.min_ttl_ms.get(), 5)
         );
-        assert!(detail.message.contains(&limits.min_ttl_ms.to_string()));
-        assert!(detail.message.contains(&limits.max_ttl_ms.to_string()));
+        assert!(
+            detail
+                .message
+                .contains(&limits.min_ttl_ms.get().to_string())
+        );
+        assert!(
+            detail
+                .message
+                .contains(&limits.max_ttl_ms.get().to_string())
+        );
     }
 
     #[test]
     fn ttl_above_maximum_names_max_ttl() {
         let status = rejection_status(&Rejection::TtlOutOfRange {
-            ttl_ms: 10_000,
-            min_ttl_ms: 100,
-            max_ttl_ms: 1_000,
+            ttl_ms: DurationMs::new(10_000),
+            min_ttl_ms: DurationMs::new(100),
+            max_ttl_ms: DurationMs::new(1_000),
         });
         let detail = check(
             &status,
@@ -569,20 +577,20 @@ mod tests {
     #[test]
     fn domain_rejections_without_a_result_value_are_definite() {
         for rejection in [
-            Rejection::LeaseNotFound(7),
+            Rejection::LeaseNotFound(LeaseId::new(7)),
             Rejection::LeaseIdUsed {
-                id: 7,
-                next_free: 8,
+                id: LeaseId::new(7),
+                next_free: LeaseId::new(8),
             },
             Rejection::GuardFailed {
                 lock: "l".into(),
-                token: 3,
+                token: FencingToken::new(3),
                 current: None,
             },
             Rejection::NotHolder {
                 lock: "l".into(),
-                lease: 7,
-                token: 3,
+                lease: LeaseId::new(7),
+                token: FencingToken::new(3),
             },
         ] {
             let status = rejection_status(&rejection);
@@ -735,8 +743,8 @@ mod tests {
     fn request_id_forgotten_outcome_follows_the_table() {
         let detail = check(
             &rejection_status(&Rejection::RequestIdForgotten {
-                forgotten_through: 12,
-                applied_at: Some(9),
+                forgotten_through: Revision::new(12),
+                applied_at: Some(Revision::new(9)),
             }),
             Code::FailedPrecondition,
             ErrorCode::RequestIdForgotten,
@@ -745,7 +753,7 @@ mod tests {
         assert_eq!((detail.compact_revision, detail.applied_revision), (12, 9));
         check(
             &rejection_status(&Rejection::RequestIdForgotten {
-                forgotten_through: 12,
+                forgotten_through: Revision::new(12),
                 applied_at: None,
             }),
             Code::FailedPrecondition,

@@ -24,7 +24,7 @@ impl KvService {
         &self,
         request: zaris_core::Request,
     ) -> Result<PutResponse, crate::error::ApiError> {
-        let revision = self.0.state.read(|d| d.state.last_applied()) + 1;
+        let revision = self.0.state.read(|d| d.state.last_applied()).next();
         let proposer = self.0.proposer.clone();
         let node_id = self.0.node_id;
         self.0.tasks.spawn(async move {
@@ -62,7 +62,7 @@ impl Kv for KvService {
                 d.state.last_applied(),
             )
         });
-        convert::kv::check_read_revision(query.revision, revision)?;
+        convert::kv::check_read_revision(query.revision, revision.get())?;
         Ok(Response::new(convert::kv::range_response(
             self.0.proposer.header(revision),
             result,

@@ -8,6 +8,7 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::debug;
+use zaris_core::LeaseId;
 use zaris_proto::v1::lease_server::Lease;
 use zaris_proto::v1::{
     LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest, LeaseKeepAliveResponse,
@@ -55,7 +56,7 @@ impl LeaseService {
             });
         }
         if let [id] = ids.as_slice() {
-            tracing::Span::current().record("lease_id", id);
+            tracing::Span::current().record("lease_id", id.get());
         }
         let renewal = context.renewals.renew(ids.clone()).await?;
         let response = convert::lease::keepalive_response(
@@ -65,7 +66,7 @@ impl LeaseService {
             &renewal.renewals,
         )?;
         debug!(
-            revision = renewal.revision,
+            revision = renewal.revision.get(),
             renewed = response.renewed.len(),
             not_found = response.not_found.len(),
             "keepalive answered"
@@ -93,7 +94,7 @@ impl Lease for LeaseService {
             tracing::Span::current().record("lease_id", response.id);
         }
         debug!(
-            revision = reply.revision,
+            revision = reply.revision.get(),
             result = ?response.result(),
             ttl_ms = response.ttl_ms,
             "grant answered"
@@ -114,7 +115,7 @@ impl Lease for LeaseService {
         let header = self.0.proposer.header(reply.revision);
         let response = convert::lease::revoke_response(header, reply.response)?;
         debug!(
-            revision = reply.revision,
+            revision = reply.revision.get(),
             result = ?response.result(),
             "revoke answered"
         );
@@ -169,15 +170,15 @@ impl Lease for LeaseService {
         self.0.proposer.linearizable().await?;
         let (info, revision) = self.0.state.read(|d| {
             (
-                d.state.lease(request.id, request.keys),
+                d.state.lease(LeaseId::new(request.id), request.keys),
                 d.state.last_applied(),
             )
         });
-        let remaining = self.0.remaining_ms(request.id);
+        let remaining = self.0.remaining(LeaseId::new(request.id));
         Ok(Response::new(convert::lease::lease_ttl_response(
             self.0.proposer.header(revision),
             info,
-            remaining,
+            remaining.get(),
             MAX_LEASE_KEYS_LISTED,
         )))
     }
@@ -191,7 +192,8 @@ impl Lease for LeaseService {
         self.0.proposer.linearizable().await?;
         let (mut leases, revision) = self.0.state.read(|d| {
             (
-                d.state.leases(request.after_id, limit as usize + 1),
+                d.state
+                    .leases(LeaseId::new(request.after_id), limit as usize + 1),
                 d.state.last_applied(),
             )
         });
@@ -199,7 +201,7 @@ impl Lease for LeaseService {
         leases.truncate(limit as usize);
         let summaries = leases
             .iter()
-            .map(|info| convert::lease::lease_summary(info, self.0.remaining_ms(info.id)))
+            .map(|info| convert::lease::lease_summary(info, (self.0.remaining(info.id)).get()))
             .collect();
         Ok(Response::new(LeaseListResponse {
             header: Some(self.0.proposer.header(revision)),

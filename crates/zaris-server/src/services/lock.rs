@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use tonic::{Request, Response, Status};
-use zaris_core::{LockOutcome, Outcome};
+use zaris_core::{FencingToken, LeaseId, LockOutcome, Outcome, Revision};
 use zaris_proto::v1::lock_server::Lock;
 use zaris_proto::v1::{
     LockRequest, LockResponse, LockResult, LockStatusRequest, LockStatusResponse, UnlockRequest,
@@ -19,11 +19,11 @@ use crate::locks::{Registration, Wake};
 pub struct LockService(pub NodeContext);
 
 impl LockService {
-    fn held(&self, revision: u64, token: u64) -> LockResponse {
+    fn held(&self, revision: Revision, token: FencingToken) -> LockResponse {
         LockResponse {
             header: Some(self.0.proposer.header(revision)),
             result: LockResult::Held.into(),
-            token,
+            token: token.get(),
             ..LockResponse::default()
         }
     }
@@ -36,11 +36,11 @@ impl LockService {
             .read(|d| (d.state.lock(name), d.state.last_applied()));
         if let Some(info) = info {
             // The hand-over may have applied just as the wait ended.
-            if info.holder == lease {
+            if info.holder == LeaseId::new(lease) {
                 return self.held(revision, info.token);
             }
-            answer.holder_lease = info.holder;
-            if let Some(at) = info.waiters.iter().position(|w| *w == lease) {
+            answer.holder_lease = info.holder.get();
+            if let Some(at) = info.waiters.iter().position(|w| *w == LeaseId::new(lease)) {
                 answer.queue_position = at as u64 + 1;
             }
         }
@@ -57,10 +57,13 @@ impl Lock for LockService {
         let (name, lease) = (request.name.clone(), request.lease);
         let acquire = convert::lock::lock_request(request, &self.0.limits()?)?;
         // Register before proposing: the hand-over may apply right after our own entry.
-        let registration = (wait_ms > 0).then(|| self.0.waiters.register(&name, lease));
+        let registration =
+            (wait_ms > 0).then(|| self.0.waiters.register(&name, LeaseId::new(lease)));
         let forget = |registration: &Option<Registration>| {
             if let Some(registration) = registration {
-                self.0.waiters.forget(&name, lease, registration.id);
+                self.0
+                    .waiters
+                    .forget(&name, LeaseId::new(lease), registration.id);
             }
         };
         let reply = match self.0.proposer.propose(acquire).await {
@@ -101,7 +104,9 @@ impl Lock for LockService {
             // Timed out (or stopping): the lease stays queued and gets the lock in turn; the
             // caller calls Lock again to wait more, or Unlock to withdraw.
             None => {
-                self.0.waiters.forget(&name, lease, registration.id);
+                self.0
+                    .waiters
+                    .forget(&name, LeaseId::new(lease), registration.id);
                 Ok(Response::new(self.queued(&name, lease, answer)))
             }
         }

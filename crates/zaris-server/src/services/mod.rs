@@ -65,13 +65,13 @@ impl NodeContext {
         }
     }
 
-    /// Milliseconds until this node's lessor considers the lease overdue.
-    pub fn remaining_ms(&self, id: zaris_core::LeaseId) -> u64 {
-        let now_ms = self.clock.now_ms();
+    /// Time until this node's lessor considers the lease overdue.
+    pub fn remaining(&self, id: zaris_core::LeaseId) -> zaris_core::DurationMs {
+        let now = self.clock.now();
         self.lessor
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remaining_ms(now_ms, id)
-            .unwrap_or(0)
+            .remaining(now, id)
+            .unwrap_or_default()
     }
 }

@@ -121,7 +121,7 @@ impl Watcher {
 
     /// A revision up to which this watch has been sent everything (never above `head`).
     fn complete_through(&self, head: Revision) -> Revision {
-        self.cursor.saturating_sub(1).min(head)
+        self.cursor.prev().min(head)
     }
 }
 
@@ -229,7 +229,7 @@ impl StreamTask {
                         complete,
                         WatchCancelReason::ClientRequested,
                         "canceled by the client".into(),
-                        0,
+                        Revision::ZERO,
                     );
                     outbox.send(Ok(response)).await
                 }
@@ -285,14 +285,14 @@ impl StreamTask {
                     "this stream already has {MAX_WATCHES_PER_STREAM} open watches \
                      (max_watches_per_stream); cancel one or open another stream"
                 ),
-                0,
+                Revision::ZERO,
             );
             return outbox.send(Ok(response)).await;
         }
         let cursor = if create.start_revision == 0 {
-            head + 1
+            head.next()
         } else {
-            create.start_revision
+            Revision::new(create.start_revision)
         };
         if cursor < oldest_available {
             let response = self.canceled(
@@ -368,7 +368,7 @@ impl StreamTask {
                 watcher.cursor = read.next;
                 if let Some(last) = events.last().map(|event| event.revision) {
                     permit.send(Ok(WatchResponse {
-                        header: Some(self.context.proposer.header(last)),
+                        header: Some(self.context.proposer.header(Revision::new(last))),
                         watch_id: id,
                         events,
                         ..WatchResponse::default()
@@ -391,7 +391,7 @@ impl StreamTask {
         let node_id = self.context.node_id;
         if gap.lost_to_restore {
             // This member installed a snapshot: the events in between never passed through it.
-            debug!(node_id, watch_id = id, cursor = watcher.cursor, %gap, "watch compacted by a snapshot");
+            debug!(node_id, watch_id = id, cursor = watcher.cursor.get(), %gap, "watch compacted by a snapshot");
             Some(self.canceled(
                 id,
                 complete,
@@ -400,12 +400,12 @@ impl StreamTask {
                     "member {node_id} installed a snapshot; revisions {} to {} are not available \
                      here: re-read with Range",
                     watcher.cursor,
-                    gap.oldest_available.saturating_sub(1)
+                    gap.oldest_available.prev()
                 ),
                 gap.oldest_available,
             ))
         } else {
-            debug!(node_id, watch_id = id, cursor = watcher.cursor, %gap, "watch too slow");
+            debug!(node_id, watch_id = id, cursor = watcher.cursor.get(), %gap, "watch too slow");
             Some(self.canceled(
                 id,
                 complete,
@@ -416,7 +416,7 @@ impl StreamTask {
                      + 1",
                     watcher.cursor, gap.oldest_available
                 ),
-                0,
+                Revision::ZERO,
             ))
         }
     }
@@ -437,7 +437,7 @@ impl StreamTask {
             canceled: true,
             cancel_reason: reason.into(),
             cancel_message: message,
-            compact_revision,
+            compact_revision: compact_revision.get(),
             ..WatchResponse::default()
         }
     }
@@ -496,7 +496,7 @@ impl StreamTask {
                      last delivered revision + 1",
                     self.context.node_id
                 ),
-                0,
+                Revision::ZERO,
             ));
         }
         let send_all = async {

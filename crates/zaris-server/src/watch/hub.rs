@@ -84,13 +84,13 @@ impl WatchHub {
                 entries: VecDeque::new(),
                 event_count: 0,
                 bytes: 0,
-                head: 0,
-                oldest_available: 1,
-                restored_head: 0,
+                head: Revision::ZERO,
+                oldest_available: Revision::new(1),
+                restored_head: Revision::ZERO,
             }),
             max_events: max_events.max(1),
             max_bytes: max_bytes.max(1),
-            notify: watch::Sender::new(0),
+            notify: watch::Sender::new(Revision::ZERO),
         }
     }
 
@@ -131,7 +131,7 @@ impl WatchHub {
                 };
                 history.event_count -= old.events.len();
                 history.bytes -= old.bytes;
-                history.oldest_available = old.revision + 1;
+                history.oldest_available = old.revision.next();
                 evicted.push(old);
             }
         }
@@ -148,7 +148,7 @@ impl WatchHub {
             history.event_count = 0;
             history.bytes = 0;
             history.head = head;
-            history.oldest_available = head + 1;
+            history.oldest_available = head.next();
             history.restored_head = head;
             std::mem::take(&mut history.entries)
         };
@@ -190,7 +190,7 @@ impl WatchHub {
         let start = history.entries.partition_point(|e| e.revision < from);
         let mut entries = Vec::new();
         let (mut events, mut bytes) = (0, 0);
-        let mut next = (history.head + 1).max(from);
+        let mut next = history.head.next().max(from);
         for entry in history.entries.range(start..) {
             if !entries.is_empty()
                 && (events + entry.events.len() > max_events || bytes + entry.bytes > max_bytes)
@@ -208,7 +208,7 @@ impl WatchHub {
 
 #[cfg(test)]
 mod tests {
-    use zaris_core::EventKind;
+    use zaris_core::{EventKind, LeaseId};
 
     use super::*;
 
@@ -221,10 +221,10 @@ mod tests {
                 create_revision: revision,
                 mod_revision: revision,
                 version: 1,
-                lease: 0,
+                lease: LeaseId::NONE,
             },
             prev: None,
-            lease: 0,
+            lease: LeaseId::NONE,
         }
     }
 
@@ -234,8 +234,8 @@ mod tests {
             .collect()
     }
 
-    fn revisions(read: &HistoryRead) -> Vec<Revision> {
-        read.entries.iter().map(|(r, _)| *r).collect()
+    fn revisions(read: &HistoryRead) -> Vec<u64> {
+        read.entries.iter().map(|(r, _)| r.get()).collect()
     }
 
     fn read_all(hub: &WatchHub, from: Revision) -> Result<HistoryRead, HistoryGap> {
@@ -245,60 +245,63 @@ mod tests {
     #[test]
     fn reads_return_entries_with_events_from_the_requested_revision() {
         let hub = WatchHub::new(100, usize::MAX);
-        hub.publish(1, &puts(1, 1));
-        hub.publish(2, &[]);
-        hub.publish(3, &puts(3, 2));
-        hub.publish(4, &[]);
-        assert_eq!(hub.head(), 4);
-        assert_eq!(hub.position(), (4, 1));
+        hub.publish(Revision::new(1), &puts(Revision::new(1), 1));
+        hub.publish(Revision::new(2), &[]);
+        hub.publish(Revision::new(3), &puts(Revision::new(3), 2));
+        hub.publish(Revision::new(4), &[]);
+        assert_eq!(hub.head(), Revision::new(4));
+        assert_eq!(hub.position(), (Revision::new(4), Revision::new(1)));
 
-        let all = read_all(&hub, 1).expect("in history");
+        let all = read_all(&hub, Revision::new(1)).expect("in history");
         assert_eq!(revisions(&all), [1, 3]);
         assert_eq!(all.entries[1].1.len(), 2);
-        assert_eq!(all.next, 5);
+        assert_eq!(all.next, Revision::new(5));
 
-        let tail = read_all(&hub, 2).expect("in history");
+        let tail = read_all(&hub, Revision::new(2)).expect("in history");
         assert_eq!(revisions(&tail), [3]);
-        let none = read_all(&hub, 4).expect("in history");
+        let none = read_all(&hub, Revision::new(4)).expect("in history");
         assert!(none.entries.is_empty());
-        assert_eq!(none.next, 5);
+        assert_eq!(none.next, Revision::new(5));
     }
 
     #[test]
     fn a_read_past_the_head_is_empty_and_stays_where_it_was() {
         let hub = WatchHub::new(100, usize::MAX);
-        hub.publish(1, &puts(1, 1));
-        let ahead = read_all(&hub, 10).expect("nothing missing");
+        hub.publish(Revision::new(1), &puts(Revision::new(1), 1));
+        let ahead = read_all(&hub, Revision::new(10)).expect("nothing missing");
         assert!(ahead.entries.is_empty());
-        assert_eq!(ahead.next, 10);
+        assert_eq!(ahead.next, Revision::new(10));
     }
 
     #[test]
     fn replays_are_ignored() {
         let hub = WatchHub::new(100, usize::MAX);
-        hub.publish(5, &puts(5, 1));
-        hub.publish(5, &puts(5, 3));
-        hub.publish(4, &puts(4, 1));
-        let all = read_all(&hub, 1).expect("in history");
+        hub.publish(Revision::new(5), &puts(Revision::new(5), 1));
+        hub.publish(Revision::new(5), &puts(Revision::new(5), 3));
+        hub.publish(Revision::new(4), &puts(Revision::new(4), 1));
+        let all = read_all(&hub, Revision::new(1)).expect("in history");
         assert_eq!(revisions(&all), [5]);
         assert_eq!(all.entries[0].1.len(), 1);
-        assert_eq!(hub.head(), 5);
+        assert_eq!(hub.head(), Revision::new(5));
     }
 
     #[test]
     fn the_event_count_bound_evicts_the_oldest_entries() {
         let hub = WatchHub::new(4, usize::MAX);
-        hub.publish(1, &puts(1, 2));
-        hub.publish(2, &puts(2, 2));
-        assert_eq!(hub.position(), (2, 1));
-        hub.publish(3, &puts(3, 1));
+        hub.publish(Revision::new(1), &puts(Revision::new(1), 2));
+        hub.publish(Revision::new(2), &puts(Revision::new(2), 2));
+        assert_eq!(hub.position(), (Revision::new(2), Revision::new(1)));
+        hub.publish(Revision::new(3), &puts(Revision::new(3), 1));
         // 5 events > 4: revision 1 goes, and with it everything up to it.
-        assert_eq!(hub.position(), (3, 2));
-        assert_eq!(revisions(&read_all(&hub, 2).expect("kept")), [2, 3]);
+        assert_eq!(hub.position(), (Revision::new(3), Revision::new(2)));
         assert_eq!(
-            read_all(&hub, 1).map(|r| r.next),
+            revisions(&read_all(&hub, Revision::new(2)).expect("kept")),
+            [2, 3]
+        );
+        assert_eq!(
+            read_all(&hub, Revision::new(1)).map(|r| r.next),
             Err(HistoryGap {
-                oldest_available: 2,
+                oldest_available: Revision::new(2),
                 lost_to_restore: false
             })
         );
@@ -306,102 +309,127 @@ mod tests {
 
     #[test]
     fn the_byte_bound_evicts_the_oldest_entries() {
-        let one = event_bytes(&put("k", 1_000, 1));
+        let one = event_bytes(&put("k", 1_000, Revision::new(1)));
         let hub = WatchHub::new(usize::MAX, 3 * one);
         for revision in 1..=3 {
-            hub.publish(revision, &[put("k", 1_000, revision)]);
+            hub.publish(
+                Revision::new(revision),
+                &[put("k", 1_000, Revision::new(revision))],
+            );
         }
-        assert_eq!(hub.position().1, 1);
-        hub.publish(4, &[]);
-        assert_eq!(hub.position().1, 1, "an entry without events costs nothing");
-        hub.publish(5, &[put("k", 1_000, 5)]);
-        assert_eq!(hub.position(), (5, 2));
-        assert_eq!(revisions(&read_all(&hub, 2).expect("kept")), [2, 3, 5]);
+        assert_eq!(hub.position().1, Revision::new(1));
+        hub.publish(Revision::new(4), &[]);
+        assert_eq!(
+            hub.position().1,
+            Revision::new(1),
+            "an entry without events costs nothing"
+        );
+        hub.publish(Revision::new(5), &[put("k", 1_000, Revision::new(5))]);
+        assert_eq!(hub.position(), (Revision::new(5), Revision::new(2)));
+        assert_eq!(
+            revisions(&read_all(&hub, Revision::new(2)).expect("kept")),
+            [2, 3, 5]
+        );
     }
 
     #[test]
     fn the_newest_entry_is_kept_even_alone_over_the_bounds() {
         let hub = WatchHub::new(3, usize::MAX);
-        hub.publish(1, &puts(1, 1));
-        hub.publish(2, &puts(2, 10));
-        assert_eq!(hub.position(), (2, 2));
-        assert_eq!(read_all(&hub, 2).expect("kept").entries[0].1.len(), 10);
-        hub.publish(3, &puts(3, 1));
-        assert_eq!(hub.position(), (3, 3));
+        hub.publish(Revision::new(1), &puts(Revision::new(1), 1));
+        hub.publish(Revision::new(2), &puts(Revision::new(2), 10));
+        assert_eq!(hub.position(), (Revision::new(2), Revision::new(2)));
+        assert_eq!(
+            read_all(&hub, Revision::new(2)).expect("kept").entries[0]
+                .1
+                .len(),
+            10
+        );
+        hub.publish(Revision::new(3), &puts(Revision::new(3), 1));
+        assert_eq!(hub.position(), (Revision::new(3), Revision::new(3)));
     }
 
     #[test]
     fn evicting_skips_over_revisions_without_events() {
         let hub = WatchHub::new(1, usize::MAX);
-        hub.publish(1, &puts(1, 1));
-        hub.publish(2, &[]);
-        hub.publish(3, &[]);
-        hub.publish(4, &puts(4, 1));
+        hub.publish(Revision::new(1), &puts(Revision::new(1), 1));
+        hub.publish(Revision::new(2), &[]);
+        hub.publish(Revision::new(3), &[]);
+        hub.publish(Revision::new(4), &puts(Revision::new(4), 1));
         // Revisions 2 and 3 had no events, so nothing before 4 is missing from 2 on.
-        assert_eq!(hub.position(), (4, 2));
-        assert_eq!(revisions(&read_all(&hub, 2).expect("kept")), [4]);
+        assert_eq!(hub.position(), (Revision::new(4), Revision::new(2)));
+        assert_eq!(
+            revisions(&read_all(&hub, Revision::new(2)).expect("kept")),
+            [4]
+        );
     }
 
     #[test]
     fn reads_stop_at_whole_entries_within_the_limits() {
         let hub = WatchHub::new(100, usize::MAX);
-        hub.publish(1, &puts(1, 2));
-        hub.publish(2, &puts(2, 2));
-        hub.publish(3, &puts(3, 2));
-        hub.publish(4, &[]);
+        hub.publish(Revision::new(1), &puts(Revision::new(1), 2));
+        hub.publish(Revision::new(2), &puts(Revision::new(2), 2));
+        hub.publish(Revision::new(3), &puts(Revision::new(3), 2));
+        hub.publish(Revision::new(4), &[]);
 
-        let first = hub.read(1, 3, usize::MAX).expect("in history");
+        let first = hub
+            .read(Revision::new(1), 3, usize::MAX)
+            .expect("in history");
         assert_eq!(revisions(&first), [1]);
-        assert_eq!(first.next, 2);
+        assert_eq!(first.next, Revision::new(2));
         let second = hub.read(first.next, 4, usize::MAX).expect("in history");
         assert_eq!(revisions(&second), [2, 3]);
-        assert_eq!(second.next, 5);
+        assert_eq!(second.next, Revision::new(5));
 
         // A single entry over the limit is still read, whole.
-        let big = hub.read(1, 1, 1).expect("in history");
+        let big = hub.read(Revision::new(1), 1, 1).expect("in history");
         assert_eq!(revisions(&big), [1]);
         assert_eq!(big.entries[0].1.len(), 2);
-        assert_eq!(big.next, 2);
+        assert_eq!(big.next, Revision::new(2));
 
-        let one = event_bytes(&put("k0", 0, 1));
-        let by_bytes = hub.read(1, usize::MAX, 5 * one).expect("in history");
+        let one = event_bytes(&put("k0", 0, Revision::new(1)));
+        let by_bytes = hub
+            .read(Revision::new(1), usize::MAX, 5 * one)
+            .expect("in history");
         assert_eq!(revisions(&by_bytes), [1, 2]);
-        assert_eq!(by_bytes.next, 3);
+        assert_eq!(by_bytes.next, Revision::new(3));
     }
 
     #[test]
     fn reset_forgets_the_history_and_starts_after_the_snapshot() {
         let hub = WatchHub::new(100, usize::MAX);
-        hub.publish(1, &puts(1, 1));
-        hub.publish(2, &puts(2, 1));
-        hub.reset(10);
-        assert_eq!(hub.position(), (10, 11));
+        hub.publish(Revision::new(1), &puts(Revision::new(1), 1));
+        hub.publish(Revision::new(2), &puts(Revision::new(2), 1));
+        hub.reset(Revision::new(10));
+        assert_eq!(hub.position(), (Revision::new(10), Revision::new(11)));
         assert_eq!(
-            read_all(&hub, 2).map(|r| r.next),
+            read_all(&hub, Revision::new(2)).map(|r| r.next),
             Err(HistoryGap {
-                oldest_available: 11,
+                oldest_available: Revision::new(11),
                 lost_to_restore: true
             })
         );
-        let caught_up = read_all(&hub, 11).expect("nothing missing");
+        let caught_up = read_all(&hub, Revision::new(11)).expect("nothing missing");
         assert!(caught_up.entries.is_empty());
-        assert_eq!(caught_up.next, 11);
+        assert_eq!(caught_up.next, Revision::new(11));
 
-        hub.publish(10, &puts(10, 1));
-        hub.publish(11, &puts(11, 1));
-        assert_eq!(revisions(&read_all(&hub, 11).expect("kept")), [11]);
+        hub.publish(Revision::new(10), &puts(Revision::new(10), 1));
+        hub.publish(Revision::new(11), &puts(Revision::new(11), 1));
+        assert_eq!(
+            revisions(&read_all(&hub, Revision::new(11)).expect("kept")),
+            [11]
+        );
     }
 
     #[test]
     fn a_gap_after_a_restore_caused_by_the_bounds_is_not_blamed_on_it() {
         let hub = WatchHub::new(1, usize::MAX);
-        hub.reset(10);
-        hub.publish(11, &puts(11, 1));
-        hub.publish(12, &puts(12, 1));
+        hub.reset(Revision::new(10));
+        hub.publish(Revision::new(11), &puts(Revision::new(11), 1));
+        hub.publish(Revision::new(12), &puts(Revision::new(12), 1));
         assert_eq!(
-            read_all(&hub, 11).map(|r| r.next),
+            read_all(&hub, Revision::new(11)).map(|r| r.next),
             Err(HistoryGap {
-                oldest_available: 12,
+                oldest_available: Revision::new(12),
                 lost_to_restore: false
             })
         );
@@ -412,13 +440,13 @@ mod tests {
         let hub = WatchHub::new(100, usize::MAX);
         let mut notified = hub.subscribe();
         assert!(!notified.has_changed().expect("hub alive"));
-        hub.publish(1, &[]);
+        hub.publish(Revision::new(1), &[]);
         assert!(!notified.has_changed().expect("hub alive"));
-        hub.publish(2, &puts(2, 1));
+        hub.publish(Revision::new(2), &puts(Revision::new(2), 1));
         assert!(notified.has_changed().expect("hub alive"));
-        assert_eq!(*notified.borrow_and_update(), 2);
-        hub.reset(7);
+        assert_eq!(*notified.borrow_and_update(), Revision::new(2));
+        hub.reset(Revision::new(7));
         assert!(notified.has_changed().expect("hub alive"));
-        assert_eq!(*notified.borrow_and_update(), 7);
+        assert_eq!(*notified.borrow_and_update(), Revision::new(7));
     }
 }

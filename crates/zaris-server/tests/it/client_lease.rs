@@ -8,6 +8,7 @@ use tokio::time::Instant;
 use zaris_client::{
     Client, ClientOptions, Error, ExpiredReason, LeaseState, PutOptions, Revocation,
 };
+use zaris_core::{LeaseId, Revision};
 use zaris_testkit::cluster::TestCluster;
 use zaris_testkit::eventually;
 
@@ -16,7 +17,7 @@ use crate::proxy::Proxy;
 /// Polls a client's view of a lease on the cluster.
 async fn exists(client: &Client, id: u64) -> bool {
     client
-        .time_to_live(id, false)
+        .time_to_live(LeaseId::new(id), false)
         .await
         .map(|info| info.is_some())
         .unwrap_or(true)
@@ -70,13 +71,13 @@ async fn dropping_the_last_handle_revokes_the_lease() {
     let id = lease.id();
     let clone = lease.clone();
     drop(lease);
-    assert!(exists(&client, id).await, "a clone still holds it");
+    assert!(exists(&client, id.get()).await, "a clone still holds it");
     drop(clone);
     // Well before the 30 s TTL.
     eventually(
         "the dropped lease to be revoked",
         Duration::from_secs(10),
-        || async { (!exists(&client, id).await).then_some(()) },
+        || async { (!exists(&client, id.get()).await).then_some(()) },
     )
     .await;
     cluster.shutdown().await;
@@ -232,11 +233,8 @@ async fn leader_answers_who_leads_and_a_keepalive_stream_pipelines_renewals() {
     assert_eq!(renewed(1), [a, b]);
     assert_eq!(renewed(2), [b]);
     assert_eq!(answers[2].not_found, [gone]);
-    assert!(
-        answers
-            .iter()
-            .all(|r| r.revision > 0 && r.renewed.iter().all(|x| x.ttl_ms == 30_000))
-    );
+    assert!(answers.iter().all(|r| r.revision > Revision::ZERO
+        && r.renewed.iter().all(|x| x.ttl == Duration::from_secs(30))));
 
     // The stream does not follow a leader change: it fails, and a new one opens on the new
     // leader.

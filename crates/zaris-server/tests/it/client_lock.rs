@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use zaris_client::{Election, Error, PutOptions};
+use zaris_core::LeaseId;
 use zaris_testkit::cluster::TestCluster;
 use zaris_testkit::eventually;
 
@@ -210,7 +211,7 @@ async fn election_passes_to_the_next_candidate_and_observers_follow() {
 async fn wait_for_queue(
     client: &zaris_client::Client,
     name: &str,
-    holder: Option<u64>,
+    holder: Option<LeaseId>,
     waiters: u64,
 ) {
     eventually(
@@ -249,7 +250,7 @@ async fn dropped_lock_waits_and_campaigns_give_their_queue_places_back() {
         let aborted = aborted.clone();
         tokio::spawn(async move { aborted.lock("q").await })
     };
-    wait_for_queue(&client, "q", Some(holder.id()), 1).await;
+    wait_for_queue(&client, "q", Some(LeaseId::new((holder.id()).get())), 1).await;
     task.abort();
     // A campaign dropped while it waits (its lock is the election's).
     let election = Election::new(&client, "q-election");
@@ -269,8 +270,14 @@ async fn dropped_lock_waits_and_campaigns_give_their_queue_places_back() {
         "the election has a leader: the campaign must still wait"
     );
 
-    wait_for_queue(&client, "q", Some(holder.id()), 0).await;
-    wait_for_queue(&client, &election.key(), Some(incumbent.id()), 0).await;
+    wait_for_queue(&client, "q", Some(LeaseId::new((holder.id()).get())), 0).await;
+    wait_for_queue(
+        &client,
+        &election.key(),
+        Some(LeaseId::new((incumbent.id()).get())),
+        0,
+    )
+    .await;
     // Released, the lock is free for anyone: no abandoned waiter took it over.
     held.unlock().await.expect("unlock");
     wait_for_queue(&client, "q", None, 0).await;
@@ -295,7 +302,13 @@ async fn a_wait_dropped_as_the_lock_arrives_releases_it() {
             let waiter = waiter.clone();
             tokio::spawn(async move { waiter.lock("hand-over").await })
         };
-        wait_for_queue(&client, "hand-over", Some(holder.id()), 1).await;
+        wait_for_queue(
+            &client,
+            "hand-over",
+            Some(LeaseId::new((holder.id()).get())),
+            1,
+        )
+        .await;
         // Hand the lock over and abort the waiter at about the same moment, at a different
         // offset each round.
         let release = held.unlock();

@@ -7,6 +7,7 @@ use std::time::Duration;
 use zaris_client::{
     Client, ClientOptions, EventKind, Presence, PresenceEvent, PutOptions, WatchOptions,
 };
+use zaris_core::Revision;
 use zaris_testkit::cluster::TestCluster;
 
 use crate::proxy::Proxy;
@@ -88,7 +89,7 @@ async fn a_watch_resumes_without_gaps_or_duplicates_when_its_member_dies() {
     });
 
     let mut seen = Vec::new();
-    let mut last_revision = 0;
+    let mut last_revision = Revision::ZERO;
     while (seen.len() as u64) < TOTAL {
         if seen.len() == 20 {
             // The member serving the watch (and leading the cluster) goes away mid-stream.

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use zaris_client::{LockHolder, LockOutcome, PutOptions, RangeOptions};
+use zaris_core::Revision;
 use zaris_testkit::cluster::TestCluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -26,9 +27,12 @@ async fn writes_sent_to_a_follower_succeed_through_the_redirect() {
         )
         .await
         .expect("put via follower");
-    assert!(put.revision > 0);
+    assert!(put.revision > Revision::ZERO);
     let kv = client.get("job/1").await.expect("get").expect("key exists");
-    assert_eq!((kv.value.as_slice(), kv.lease), (&b"owner"[..], lease.id));
+    assert_eq!(
+        (kv.value.as_slice(), kv.lease),
+        (&b"owner"[..], lease.id.get())
+    );
     assert_eq!(
         client.cached_raft_leader(),
         Some(cluster.addrs[&leader].to_string()),
@@ -71,7 +75,7 @@ async fn leases_keys_and_locks_survive_losing_the_leader() {
     assert_eq!(ttl.bound_keys, vec![b"presence/a".to_vec()]);
     assert_eq!(ttl.locks_held, vec!["jobs".to_string()]);
     // The new leader extended the lease: it has at least what was left, minus the time taken.
-    assert!(ttl.remaining_ttl_ms > 0);
+    assert!(ttl.remaining_ttl > Duration::ZERO);
     let status = survivor.lock_status("jobs").await.expect("lock status");
     assert_eq!(
         status.holder,
@@ -96,7 +100,7 @@ async fn a_restarted_node_catches_up_from_its_data_dir() {
     let lagging = cluster.followers(leader)[0];
     cluster.stop(lagging).await;
     let client = cluster.client(&cluster.running()).await;
-    let mut last = 0;
+    let mut last = Revision::ZERO;
     for i in 0..20 {
         let put = client
             .put(format!("k{i}"), "v", PutOptions::default())
@@ -142,7 +146,7 @@ async fn five_nodes_with_two_down_still_serve() {
         )
         .await
         .expect("put");
-    assert!(put.revision > 0);
+    assert!(put.revision > Revision::ZERO);
     // Two of five down, the leader among them: three remain, still a majority.
     let follower = cluster.followers(leader)[0];
     cluster.stop(follower).await;
@@ -154,7 +158,7 @@ async fn five_nodes_with_two_down_still_serve() {
         .put("k2", "v", PutOptions::default())
         .await
         .expect("put with two down");
-    assert!(put.revision > 0);
+    assert!(put.revision > Revision::ZERO);
     assert!(
         client
             .time_to_live(lease.id, false)
@@ -215,7 +219,7 @@ async fn renewals_from_many_clients_share_entries() {
         async move { client.keep_alive_once([id]).await }
     });
     let results = futures::future::join_all(renewals).await;
-    let mut revisions: Vec<u64> = results
+    let mut revisions: Vec<Revision> = results
         .into_iter()
         .map(|r| r.expect("renew").revision)
         .collect();

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use zaris_client::PutOptions;
+use zaris_core::LeaseId;
 use zaris_proto::v1::ErrorCode;
 use zaris_testkit::cluster::{MIN_TTL_MS, TestCluster};
 
@@ -39,13 +40,13 @@ async fn bad_requests_get_clear_errors_and_the_cluster_keeps_serving() {
             "k",
             "v",
             PutOptions {
-                lease: Some(424_242),
+                lease: Some(LeaseId::new(424_242)),
                 ..PutOptions::default()
             },
         )
         .await;
     assert!(
-        matches!(put, Err(zaris_client::Error::LeaseNotFound { id: 424_242 })),
+        matches!(put, Err(zaris_client::Error::LeaseNotFound { id }) if id == LeaseId::new(424_242)),
         "a put with an unknown lease is refused as such: {put:?}"
     );
 
@@ -97,7 +98,7 @@ async fn a_retry_whose_id_was_evicted_is_refused_not_applied_twice() {
         request_id: Some(RequestId {
             client_id: 77,
             seq: 1,
-            seen_revision: seen,
+            seen_revision: seen.get(),
         }),
         ..PutRequest::default()
     };
@@ -115,7 +116,7 @@ async fn a_retry_whose_id_was_evicted_is_refused_not_applied_twice() {
         .expect("detail")
         .expect("a Zaris detail");
     assert_eq!(detail.code(), ErrorCode::RequestIdForgotten);
-    assert!(detail.compact_revision > seen, "{detail:?}");
+    assert!(detail.compact_revision > seen.get(), "{detail:?}");
     let counter = client.get("counter").await.expect("get").expect("present");
     assert_eq!(counter.version, 1, "the write was applied once");
     cluster.shutdown().await;

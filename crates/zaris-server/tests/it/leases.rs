@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use zaris_client::PutOptions;
+use zaris_core::{LeaseId, Revision};
 use zaris_server::{LessorProgress, ManualClock};
 use zaris_testkit::cluster::{ELECTION_TIMEOUT_MS, MIN_TTL_MS, TestCluster};
 use zaris_testkit::eventually;
@@ -50,7 +51,8 @@ async fn primary(cluster: &TestCluster, node: u64) -> u64 {
         p.primary_term.is_some()
     })
     .await
-    .promoted_at_ms
+    .promoted_at
+    .get()
 }
 
 /// Moves lease time to `ms` and waits until the leader's expiry loop has acted on it: every
@@ -58,13 +60,13 @@ async fn primary(cluster: &TestCluster, node: u64) -> u64 {
 async fn advance_to(cluster: &TestCluster, clock: &ManualClock, leader: u64, ms: u64) {
     clock.set(Duration::from_millis(ms));
     lessor_reaches(cluster, leader, &format!("checked lease time {ms}"), |p| {
-        p.primary_term.is_some() && p.checked_ms >= ms
+        p.primary_term.is_some() && p.checked.get() >= ms
     })
     .await;
 }
 
 /// Whether the lease and its keys exist, read on the leader; they must come and go together.
-fn lease_and_keys(cluster: &TestCluster, node: u64, lease: u64) -> bool {
+fn lease_and_keys(cluster: &TestCluster, node: u64, lease: LeaseId) -> bool {
     let (lease_live, a, b) = cluster.node(node).state().read(|d| {
         (
             d.state.lease(lease, false).is_some(),
@@ -79,13 +81,13 @@ fn lease_and_keys(cluster: &TestCluster, node: u64, lease: u64) -> bool {
     lease_live
 }
 
-async fn grant_with_keys(cluster: &TestCluster) -> (zaris_client::Client, u64) {
+async fn grant_with_keys(cluster: &TestCluster) -> (zaris_client::Client, LeaseId) {
     let client = cluster.client(&cluster.running()).await;
     let lease = client
         .grant(Duration::from_millis(TTL_MS))
         .await
         .expect("grant");
-    let mut revision = 0;
+    let mut revision = Revision::ZERO;
     for key in ["worker/a", "worker/b"] {
         let put = client
             .put(
@@ -273,9 +275,9 @@ async fn a_revoked_lease_id_cannot_be_granted_again() {
     assert_eq!(renewed.not_found, vec![lease]);
     // A fresh id above every used one is fine.
     let fresh = client
-        .grant_with_id(lease + 10, ttl)
+        .grant_with_id(LeaseId::new(lease.get() + 10), ttl)
         .await
         .expect("grant a fresh id");
-    assert_eq!(fresh.map(|g| g.id), Some(lease + 10));
+    assert_eq!(fresh.map(|g| g.id), Some(LeaseId::new(lease.get() + 10)));
     cluster.shutdown().await;
 }

@@ -4,13 +4,14 @@
 use std::time::Duration;
 
 use zaris_client::{Error, LockHolder, LockOutcome, PutOptions, UnlockOutcome};
+use zaris_core::{FencingToken, LeaseId, Revision};
 use zaris_proto::v1::Guard;
 use zaris_testkit::cluster::TestCluster;
 
 /// The fencing token of a lock call that must have been granted.
 fn held(outcome: LockOutcome) -> u64 {
     match outcome {
-        LockOutcome::Held { token } => token,
+        LockOutcome::Held { token } => token.get(),
         other => panic!("expected the lock to be held, got {other:?}"),
     }
 }
@@ -74,14 +75,20 @@ async fn waiters_get_the_lock_in_order_with_higher_tokens() {
         )
         .await;
     assert!(
-        matches!(&late, Err(Error::NotHeld { lock, token }) if lock == "q" && *token == first),
+        matches!(&late, Err(Error::NotHeld { lock, token }) if lock == "q" && *token == FencingToken::new(first)),
         "{late:?}"
     );
     // A stale release does nothing.
-    let stale = client.unlock("q", b, first).await.expect("unlock answered");
+    let stale = client
+        .unlock("q", b, FencingToken::new(first))
+        .await
+        .expect("unlock answered");
     assert_eq!(stale, UnlockOutcome::NotHolder);
 
-    let released = client.unlock("q", b, b_held).await.expect("unlock");
+    let released = client
+        .unlock("q", b, FencingToken::new(b_held))
+        .await
+        .expect("unlock");
     assert_eq!(released, UnlockOutcome::Released);
     let c_held = held(c_wait.await.expect("join").expect("C's lock call"));
     assert!(c_held > b_held);
@@ -99,7 +106,7 @@ async fn waiters_get_the_lock_in_order_with_higher_tokens() {
         )
         .await
         .expect("guarded put");
-    assert!(ok.revision > 0);
+    assert!(ok.revision > Revision::ZERO);
     cluster.shutdown().await;
 }
 
@@ -133,9 +140,10 @@ async fn a_wait_that_times_out_stays_queued() {
     let c = client.grant(ttl).await.expect("grant").id;
     let busy = client.lock("m", c, false, Duration::ZERO).await;
     assert_eq!(busy.ok(), Some(LockOutcome::Busy { holder_lease: a }));
-    let missing = client.lock("m", a + b + 100, false, Duration::ZERO).await;
+    let unknown = LeaseId::new(a.get() + b.get() + 100);
+    let missing = client.lock("m", unknown, false, Duration::ZERO).await;
     assert!(
-        matches!(missing, Err(Error::LeaseNotFound { id }) if id == a + b + 100),
+        matches!(missing, Err(Error::LeaseNotFound { id }) if id == unknown),
         "{missing:?}"
     );
 

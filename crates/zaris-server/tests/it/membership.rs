@@ -2,8 +2,7 @@
 
 use std::time::Duration;
 
-use zaris_client::MemberKind;
-use zaris_client::PutOptions;
+use zaris_client::{MemberKind, PutOptions};
 use zaris_testkit::cluster::TestCluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Channel, Endpoint};
 use zaris_client::{Client, DeleteOptions, PutOptions};
+use zaris_core::Revision;
 use zaris_proto::v1::watch_client::WatchClient;
 use zaris_proto::v1::{
     ErrorCode, Event, EventType, WatchCancelReason, WatchCancelRequest, WatchCreateRequest,
@@ -198,12 +199,12 @@ async fn put(client: &Client, key: &str, value: &str) -> u64 {
 
 async fn put_with(client: &Client, key: &str, value: &str, options: PutOptions) -> u64 {
     let response = client.put(key, value, options).await.expect("put");
-    response.revision
+    response.revision.get()
 }
 
 async fn delete(client: &Client, key: &str, options: DeleteOptions) -> u64 {
     let response = client.delete(key, options).await.expect("delete");
-    response.revision
+    response.revision.get()
 }
 
 fn cancel_reason(response: &WatchResponse) -> WatchCancelReason {
@@ -219,7 +220,7 @@ async fn puts_and_deletes_arrive_in_order_on_the_leader_and_on_a_follower() {
     let before = put(&client, "app/before", "x").await;
     // A watch "from now" starts at the member's own applied revision: a follower that has not
     // applied the put yet would (rightly) report it. Every member must be past it first.
-    cluster.wait_applied(before).await;
+    cluster.wait_applied(Revision::new(before)).await;
 
     let mut streams = Vec::new();
     for node in [leader, follower] {
@@ -307,7 +308,7 @@ async fn a_past_start_replays_history_and_a_resume_elsewhere_has_no_gaps_or_dupl
         let key = format!("hist/{}", i % 3);
         written.push((EventType::Put, key.clone(), put(&client, &key, "v").await));
     }
-    cluster.wait_applied(written[9].2).await;
+    cluster.wait_applied(Revision::new(written[9].2)).await;
 
     // From the first write's revision: exactly the ten writes, from history.
     let mut first = open(cluster.addrs[&follower]).await;
@@ -385,11 +386,14 @@ async fn a_revoked_or_expired_lease_yields_revoke_and_expire_events_with_its_id(
     assert_eq!(events[0].r#type(), EventType::Put);
     assert_eq!(
         (events[0].lease, events[0].revision),
-        (revoked.id, put_revision)
+        (revoked.id.get(), put_revision)
     );
     assert_eq!(events[1].r#type(), EventType::Revoke);
-    assert_eq!(events[1].lease, revoked.id);
-    assert_eq!(events[1].prev_kv.clone().map(|p| p.lease), Some(revoked.id));
+    assert_eq!(events[1].lease, revoked.id.get());
+    assert_eq!(
+        events[1].prev_kv.clone().map(|p| p.lease),
+        Some(revoked.id.get())
+    );
 
     let expiring = client
         .grant(Duration::from_millis(MIN_TTL_MS))
@@ -407,7 +411,7 @@ async fn a_revoked_or_expired_lease_yields_revoke_and_expire_events_with_its_id(
     let expired = stream.events(1, 2).await;
     for event in &expired {
         assert_eq!(event.r#type(), EventType::Expire, "{event:?}");
-        assert_eq!(event.lease, expiring.id);
+        assert_eq!(event.lease, expiring.id.get());
         let kv = event.kv.clone().unwrap_or_default();
         assert_eq!(
             (kv.version, kv.lease, kv.mod_revision),
@@ -440,7 +444,7 @@ async fn event_type_filters_deliver_only_the_requested_types() {
 
     let put_revision = put(&client, "f/k", "v").await;
     let delete_revision = delete(&client, "f/k", DeleteOptions::default()).await;
-    cluster.wait_applied(delete_revision).await;
+    cluster.wait_applied(Revision::new(delete_revision)).await;
 
     let puts = puts_only.events(1, 1).await;
     assert_eq!(
@@ -548,7 +552,7 @@ async fn a_start_older_than_the_history_is_compacted() {
         written.push((EventType::Put, key.clone(), put(&client, &key, "v").await));
     }
     let last = written[9].2;
-    cluster.wait_applied(last).await;
+    cluster.wait_applied(Revision::new(last)).await;
 
     let mut stream = open(cluster.addrs[&follower]).await;
     stream
@@ -610,7 +614,7 @@ async fn a_watcher_that_stops_reading_is_canceled_as_a_slow_consumer() {
     for i in 0..200 {
         written.push(put(&client, &format!("slow/{i}"), &value).await);
     }
-    cluster.wait_applied(written[199]).await;
+    cluster.wait_applied(Revision::new(written[199])).await;
 
     // What was delivered is a gap-free prefix of the writes; then the watch is canceled.
     let mut delivered = Vec::new();
@@ -670,7 +674,7 @@ async fn progress_is_answered_with_watch_id_zero() {
     let follower = cluster.followers(leader)[0];
     let client = cluster.client(&[1, 2, 3]).await;
     let before = put(&client, "p/unwatched", "v").await;
-    cluster.wait_applied(before).await;
+    cluster.wait_applied(Revision::new(before)).await;
 
     // No watches: the node's head.
     let mut stream = open(cluster.addrs[&follower]).await;
@@ -679,7 +683,7 @@ async fn progress_is_answered_with_watch_id_zero() {
     // A quiet watch still learns a safe resume revision past unrelated writes.
     stream.created(create(1, "p/quiet")).await;
     let unrelated = put(&client, "p/unwatched", "w").await;
-    cluster.wait_applied(unrelated).await;
+    cluster.wait_applied(Revision::new(unrelated)).await;
     let safe = stream.progress_revision().await;
     assert!(safe >= unrelated, "progress {safe} < {unrelated}");
 

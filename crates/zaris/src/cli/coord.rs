@@ -50,7 +50,7 @@ impl Cli {
         tokio::select! {
             reason = leadership.lost() => {
                 self.release_lease(&lease, Some(LOST_REVOKE_LIMIT)).await;
-                bail!("lost leadership of {name} ({})", lease_lost(lease.id(), reason));
+                bail!("lost leadership of {name} ({})", lease_lost((lease.id()).get(), reason));
             }
             _ = signals.recv() => {}
         }
@@ -111,7 +111,7 @@ impl Cli {
         tokio::select! {
             reason = lease.expired() => {
                 self.release_lease(&lease, Some(LOST_REVOKE_LIMIT)).await;
-                let lost = lease_lost(lease.id(), reason);
+                let lost = lease_lost((lease.id()).get(), reason);
                 bail!("lost membership of {group} as {member} ({lost})");
             }
             _ = signals.recv() => {}
@@ -133,9 +133,10 @@ impl Cli {
     pub(super) async fn presence_list(&self, group: String) -> Result<()> {
         let presence = Presence::new(&self.client, group.clone());
         let (members, revision) = presence.members().await.map_err(|e| self.fail(&e))?;
-        self.emit(&out::presence_list_json(&group, &members, revision), || {
-            out::presence_list_text(&group, &members, revision)
-        });
+        self.emit(
+            &out::presence_list_json(&group, &members, revision.get()),
+            || out::presence_list_text(&group, &members, revision.get()),
+        );
         Ok(())
     }
 }

@@ -60,6 +60,11 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
+/// Whole milliseconds of a duration (saturating), for the JSON output and [`format_ms`].
+pub(crate) fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// Formats milliseconds for people, in the units `parse_duration` reads: `250ms`, `1.5s`,
 /// `10s`, `2m`, `1m30s`, `2h`, `167h59m26.362s`. Exact (a value reads back as itself), and a
 /// duration of hours reads in hours whatever its last digits, so a TTL of `168h` and its remaining

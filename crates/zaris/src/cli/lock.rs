@@ -120,7 +120,7 @@ impl Cli {
         tokio::select! {
             reason = guard.lost() => {
                 self.release_lease(lease, Some(LOST_REVOKE_LIMIT)).await;
-                bail!("lost lock {name} ({})", lease_lost(lease.id(), reason));
+                bail!("lost lock {name} ({})", lease_lost((lease.id()).get(), reason));
             }
             _ = signals.recv() => {}
         }
@@ -205,7 +205,7 @@ impl Cli {
                 self.release_lease(lease, Some(LOST_REVOKE_LIMIT)).await;
                 bail!(
                     "lost lock {name} ({}); {how}",
-                    lease_lost(lease.id(), reason),
+                    lease_lost((lease.id()).get(), reason),
                     how = how.describe(program)
                 )
             }

@@ -29,9 +29,11 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use zaris_client::proto::{Compare, Guard, TxnOp};
-use zaris_client::{Client, ClientOptions, DeleteOptions, PutOptions, RangeOptions, Revocation};
+use zaris_client::{
+    Client, ClientOptions, DeleteOptions, LeaseId, PutOptions, RangeOptions, Revocation,
+};
 
-use self::duration::{format_ms, parse_duration};
+use self::duration::{format_ms, millis, parse_duration};
 use self::output as out;
 use self::signals::Signals;
 
@@ -572,7 +574,7 @@ impl Cli {
             None => self.client.grant(ttl).await.map_err(|e| self.fail(&e))?,
             Some(id) => match self
                 .client
-                .grant_with_id(id, ttl)
+                .grant_with_id(LeaseId::new(id), ttl)
                 .await
                 .map_err(|e| self.fail(&e))?
             {
@@ -586,24 +588,22 @@ impl Cli {
                 }
             },
         };
-        self.emit(&out::grant_json(grant.id, grant.ttl_ms), || {
-            format!(
-                "lease {} granted with TTL {}",
-                grant.id,
-                format_ms(grant.ttl_ms)
-            )
+        let ttl_ms = millis(grant.ttl);
+        self.emit(&out::grant_json(grant.id.get(), ttl_ms), || {
+            format!("lease {} granted with TTL {}", grant.id, format_ms(ttl_ms))
         });
         Ok(())
     }
 
     /// Renews lease `id` once; `Ok(None)` if it no longer exists.
     async fn renew(&self, id: u64) -> Result<Option<u64>, zaris_client::Error> {
+        let id = LeaseId::new(id);
         let ack = self.client.keep_alive_once([id]).await?;
         Ok(ack
             .renewed
             .iter()
             .find(|renewed| renewed.id == id)
-            .map(|renewed| renewed.ttl_ms))
+            .map(|renewed| millis(renewed.ttl)))
     }
 
     fn print_renewal(&self, id: u64, ttl_ms: Option<u64>) -> Result<()> {
@@ -663,7 +663,12 @@ impl Cli {
     }
 
     async fn lease_revoke(&self, id: u64) -> Result<()> {
-        match self.client.revoke(id).await.map_err(|e| self.fail(&e))? {
+        match self
+            .client
+            .revoke(LeaseId::new(id))
+            .await
+            .map_err(|e| self.fail(&e))?
+        {
             Revocation::Revoked { revision } => {
                 let json = json!({ "id": id, "result": "revoked", "revision": revision });
                 self.emit(&json, || format!("lease {id} revoked"));
@@ -679,7 +684,7 @@ impl Cli {
     async fn lease_ttl(&self, id: u64, keys: bool) -> Result<()> {
         let ttl = self
             .client
-            .time_to_live(id, keys)
+            .time_to_live(LeaseId::new(id), keys)
             .await
             .map_err(|e| self.fail(&e))?;
         let Some(ttl) = ttl else {
@@ -698,7 +703,7 @@ impl Cli {
         loop {
             let page = self
                 .client
-                .leases(after_id, 0)
+                .leases(LeaseId::new(after_id), 0)
                 .await
                 .map_err(|e| self.fail(&e))?;
             let last = page.leases.last().map(|lease| lease.id);
@@ -721,7 +726,7 @@ impl Cli {
         prev_kv: bool,
     ) -> Result<()> {
         let options = PutOptions {
-            lease,
+            lease: lease.map(LeaseId::new),
             prev_kv,
             guard: None,
         };

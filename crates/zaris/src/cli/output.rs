@@ -5,11 +5,12 @@ use serde_json::{Value, json};
 use zaris_client::proto::txn_op_response::Response as OpResponse;
 use zaris_client::proto::{ErrorCode, PutResult};
 use zaris_client::{
-    ClusterMember, Deleted, EventKind, ExpiredReason, Incumbent, KeyValue, LeaseInfo, LeaseSummary,
-    Member as PresenceMember, NodeStatus, PresenceEvent, Range, TxnOutcome, WatchEvent, Written,
+    ClusterMember, Deleted, EventKind, ExpiredReason, Incumbent, KeyValue, LeaseId, LeaseInfo,
+    LeaseSummary, Member as PresenceMember, NodeStatus, PresenceEvent, Range, TxnOutcome,
+    WatchEvent, Written,
 };
 
-use super::duration::format_ms;
+use super::duration::{format_ms, millis};
 
 /// Bytes as text for display; invalid UTF-8 is replaced, not rejected.
 fn text(bytes: &[u8]) -> String {
@@ -237,8 +238,8 @@ pub(crate) fn time_to_live_json(ttl: Option<&LeaseInfo>, id: u64) -> Value {
     json!({
         "id": ttl.id,
         "found": true,
-        "ttl_ms": ttl.ttl_ms,
-        "remaining_ttl_ms": ttl.remaining_ttl_ms,
+        "ttl_ms": millis(ttl.ttl),
+        "remaining_ttl_ms": millis(ttl.remaining_ttl),
         "granted_revision": ttl.granted_revision,
         "renewed_revision": ttl.renewed_revision,
         "keys": ttl.bound_keys.iter().map(|k| text(k)).collect::<Vec<_>>(),
@@ -252,8 +253,8 @@ pub(crate) fn time_to_live_text(ttl: &LeaseInfo, with_keys: bool) -> String {
     let mut out = format!(
         "lease {}: TTL {}, remaining {}, granted at revision {}, renewed at revision {}",
         ttl.id,
-        format_ms(ttl.ttl_ms),
-        format_ms(ttl.remaining_ttl_ms),
+        format_ms(millis(ttl.ttl)),
+        format_ms(millis(ttl.remaining_ttl)),
         ttl.granted_revision,
         ttl.renewed_revision,
     );
@@ -358,7 +359,7 @@ pub(crate) fn watch_event_text(event: &WatchEvent, with_prev: bool) -> String {
     let kind = event.kind.as_str().to_uppercase();
     let revision = event.revision;
     let mut line = match event.kind {
-        EventKind::Put if event.lease == 0 => {
+        EventKind::Put if event.lease == LeaseId::NONE => {
             format!(
                 "{kind:<6}  {key} = {}  (revision {revision})",
                 text(&event.kv.value)
@@ -438,7 +439,7 @@ pub(crate) fn presence_list_text(group: &str, members: &[PresenceMember], revisi
             vec![
                 member.name.clone(),
                 text(&member.metadata),
-                lease_cell(member.lease),
+                lease_cell(member.lease.get()),
                 member.revision.to_string(),
             ]
         })
@@ -486,9 +487,9 @@ pub(crate) fn presence_event_text(event: &PresenceEvent) -> String {
             lease,
             revision,
         } => {
-            let lease = match lease {
-                0 => String::new(),
-                lease => format!("lease {lease}, "),
+            let lease = match lease.some() {
+                None => String::new(),
+                Some(lease) => format!("lease {lease}, "),
             };
             format!(
                 "{:<7}  {name}  how={}  ({lease}revision {revision})",
@@ -676,7 +677,7 @@ mod tests {
     use super::*;
 
     use zaris_client::proto::{DeleteRangeResponse, PutResponse, RangeResponse};
-    use zaris_client::{MemberKind, Role};
+    use zaris_client::{MemberKind, Revision, Role};
 
     fn member(id: u64, kind: MemberKind) -> ClusterMember {
         ClusterMember {
@@ -690,7 +691,7 @@ mod tests {
     #[test]
     fn status_json_has_the_documented_shape() {
         let status = NodeStatus {
-            revision: 12,
+            revision: Revision::new(12),
             member_id: 1,
             role: Role::Leader,
             raft_leader_id: Some(1),
@@ -761,7 +762,7 @@ mod tests {
     #[test]
     fn range_json_decodes_keys_and_values_lossily() {
         let range = Range {
-            revision: 9,
+            revision: Revision::new(9),
             kvs: vec![
                 KeyValue {
                     key: b"a".to_vec(),
@@ -811,7 +812,7 @@ mod tests {
     #[test]
     fn put_and_delete_json() {
         let put = Written {
-            revision: 10,
+            revision: Revision::new(10),
             prev_kv: None,
         };
         assert_eq!(
@@ -830,7 +831,7 @@ mod tests {
         assert_eq!(put_result_name(99), "unknown");
 
         let delete = Deleted {
-            revision: 11,
+            revision: Revision::new(11),
             deleted: 2,
             prev_kvs: Vec::new(),
         };
@@ -842,12 +843,12 @@ mod tests {
     fn lease_json_shapes() {
         assert_eq!(grant_json(7, 10_000), json!({"id": 7, "ttl_ms": 10_000}));
         let ttl = LeaseInfo {
-            revision: 5,
-            id: 7,
-            ttl_ms: 10_000,
-            remaining_ttl_ms: 8_200,
-            granted_revision: 2,
-            renewed_revision: 4,
+            revision: Revision::new(5),
+            id: LeaseId::new(7),
+            ttl: Duration::from_millis(10_000),
+            remaining_ttl: Duration::from_millis(8_200),
+            granted_revision: Revision::new(2),
+            renewed_revision: Revision::new(4),
             bound_keys: vec![b"svc/a".to_vec()],
             keys_truncated: false,
             locks_held: vec!["db".into()],
@@ -889,8 +890,8 @@ mod tests {
     fn a_compacted_watch_and_a_lost_lease_read_as_one_line() {
         let endpoints = vec!["127.0.0.1:7001".to_owned()];
         let compacted = Error::Compacted {
-            requested: 1,
-            compact_revision: 40,
+            requested: Revision::new(1),
+            compact_revision: Revision::new(40),
         };
         let text = describe_error(&compacted, &endpoints, true);
         assert_eq!(
@@ -899,7 +900,7 @@ mod tests {
              re-read and watch again"
         );
         let lost = Error::LeaseLost {
-            id: 7,
+            id: LeaseId::new(7),
             reason: "it was revoked".into(),
         };
         assert_eq!(
@@ -951,8 +952,8 @@ mod tests {
             kind: EventKind::Put,
             kv: kv("svc/a", "up", 7, 12),
             prev_kv: None,
-            lease: 7,
-            revision: 12,
+            lease: LeaseId::new(7),
+            revision: Revision::new(12),
         };
         assert_eq!(
             watch_event_json(&put, false),
@@ -969,8 +970,8 @@ mod tests {
             kind: EventKind::Expire,
             kv: kv("svc/a", "", 0, 0),
             prev_kv: Some(kv("svc/a", "up", 7, 12)),
-            lease: 7,
-            revision: 15,
+            lease: LeaseId::new(7),
+            revision: Revision::new(15),
         };
         let value = watch_event_json(&expire, true);
         assert_eq!(value["type"], "expire");
@@ -989,7 +990,7 @@ mod tests {
         assert!(watch_event_text(&revoke, false).contains("lease 7 revoked"));
         let delete = WatchEvent {
             kind: EventKind::Delete,
-            lease: 0,
+            lease: LeaseId::NONE,
             ..expire
         };
         assert_eq!(
@@ -1003,8 +1004,8 @@ mod tests {
         let member = PresenceMember {
             name: "w-1".into(),
             metadata: b"10.0.0.7:80".to_vec(),
-            lease: 7,
-            revision: 12,
+            lease: LeaseId::new(7),
+            revision: Revision::new(12),
         };
         assert_eq!(
             presence_list_json("workers", std::slice::from_ref(&member), 14),
@@ -1032,8 +1033,8 @@ mod tests {
         let left = PresenceEvent::Left {
             name: "w-1".into(),
             how: EventKind::Expire,
-            lease: 7,
-            revision: 20,
+            lease: LeaseId::new(7),
+            revision: Revision::new(20),
         };
         assert_eq!(
             presence_event_json(&left),
@@ -1046,8 +1047,8 @@ mod tests {
 
         let incumbent = Incumbent {
             value: b"node-a".to_vec(),
-            lease: 9,
-            revision: 30,
+            lease: LeaseId::new(9),
+            revision: Revision::new(30),
         };
         assert_eq!(
             leader_json("scheduler", Some(&incumbent)),
@@ -1077,7 +1078,7 @@ mod tests {
             response: Some(response),
         };
         let txn = TxnOutcome {
-            revision: 21,
+            revision: Revision::new(21),
             succeeded: true,
             responses: vec![
                 op(OpResponse::Put(PutResponse {

@@ -4,7 +4,7 @@
 //! start revision's events are gone).
 
 use anyhow::{Result, bail};
-use zaris_client::{Election, Presence, WatchOptions};
+use zaris_client::{Election, Presence, Revision, WatchOptions};
 
 use super::output as out;
 use super::signals::Signals;
@@ -32,7 +32,7 @@ impl Cli {
         let mut signals = Signals::install()?;
         let options = WatchOptions {
             prefix: args.prefix,
-            start_revision: args.rev.unwrap_or(0),
+            start_revision: Revision::new(args.rev.unwrap_or(0)),
             prev_kv: args.prev_kv,
             ..WatchOptions::default()
         };

@@ -22,7 +22,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use zaris_client::proto::Guard;
 use zaris_client::{
-    Client, ClientOptions, EventKind, LockHolder, Presence, PresenceEvent, PutOptions,
+    Client, ClientOptions, EventKind, FencingToken, LeaseId, LockHolder, Presence, PresenceEvent,
+    PutOptions,
 };
 use zaris_testkit::{Serve, ServeProcess, grow_cluster, try_eventually};
 
@@ -233,7 +234,7 @@ async fn story(t: &Timeline, root: &Path, cast: &mut Cast) -> Result<()> {
     .context("A's presence key did not vanish")?
     .ok_or_else(|| anyhow!("the presence watch ended"))?;
     ensure!(
-        left == (EventKind::Expire, a_lease),
+        left == (EventKind::Expire, LeaseId::new(a_lease)),
         "A left with {left:?}, expected its lease {a_lease} to expire"
     );
     t.say(
@@ -305,8 +306,8 @@ async fn story(t: &Timeline, root: &Path, cast: &mut Cast) -> Result<()> {
     ensure!(
         status.holder
             == Some(LockHolder {
-                lease: b_lease,
-                token: b_token
+                lease: LeaseId::new(b_lease),
+                token: FencingToken::new(b_token)
             }),
         "after the failover the lock is {status:?}, not B's (lease {b_lease}, token {b_token})"
     );

@@ -114,7 +114,7 @@ async fn ownership_survives_kill_9_of_the_leader() {
         Duration::from_secs(20),
         || async {
             let status = local.status().await.ok()?;
-            (status.applied_index >= revision).then_some(())
+            (status.applied_index >= revision.get()).then_some(())
         },
     )
     .await;

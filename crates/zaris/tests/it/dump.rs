@@ -67,7 +67,10 @@ async fn dump_prints_a_killed_nodes_log_and_refuses_a_live_one() {
     let last_log = index_of(&header["last_log"]);
     // The committed index is saved before apply but fsync'd only with the next append: every
     // write acknowledged before the last one is covered.
-    assert!(committed >= revisions[revisions.len() - 2], "{header}");
+    assert!(
+        committed >= (revisions[revisions.len() - 2]).get(),
+        "{header}"
+    );
     assert!(committed <= last_log, "{header}");
     assert!(
         header["snapshot"].is_null(),
@@ -97,12 +100,12 @@ async fn dump_prints_a_killed_nodes_log_and_refuses_a_live_one() {
     // A revision is a log index, and the log starts at 0.
     let entry_at = |revision: u64| &entries[revision as usize];
     for revision in &revisions {
-        let entry = entry_at(*revision);
+        let entry = entry_at((*revision).get());
         assert_eq!(entry["command"].as_str(), Some("put"), "{entry}");
     }
     let digests: std::collections::BTreeSet<&str> = revisions
         .iter()
-        .map(|r| entry_at(*r)["digest"].as_str().expect("digest"))
+        .map(|r| entry_at((*r).get())["digest"].as_str().expect("digest"))
         .collect();
     assert_eq!(
         digests.len(),
@@ -115,7 +118,7 @@ async fn dump_prints_a_killed_nodes_log_and_refuses_a_live_one() {
     assert!(ok, "dump --from failed: {stderr}");
     let tail = parse_lines(&tail);
     assert_eq!(tail[0], lines[0]);
-    assert_eq!(&tail[1..], &entries[from as usize..]);
+    assert_eq!(&tail[1..], &entries[from.get() as usize..]);
 
     // Dumping changed nothing the node needs: it restarts with every key.
     let node = start(serve(1, root.path()).listen(node.addr())).await;
