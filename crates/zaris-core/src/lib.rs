@@ -10,7 +10,6 @@
 
 pub mod codec;
 pub mod command;
-#[cfg(feature = "fault-injection")]
 pub mod faults;
 pub mod lessor;
 pub mod limits;
@@ -19,7 +18,6 @@ pub mod state;
 pub mod types;
 
 pub use command::{Command, Compare, CompareOp, CompareTarget, ExpiredLease, Request, Txn, TxnOp};
-#[cfg(feature = "fault-injection")]
 pub use faults::Faults;
 pub use lessor::{Lessor, LessorConfig};
 pub use limits::{LimitKind, Limits};

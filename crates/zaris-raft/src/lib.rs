@@ -9,10 +9,12 @@
 //! suffix after the last snapshot (the committed index is saved for that).
 
 pub mod dump;
+mod faults;
 mod log_store;
 mod sm_store;
 mod types;
 
+pub use faults::StoreFaults;
 pub use log_store::LogStore;
 pub use sm_store::{ApplyObserver, NoopObserver, SmData, StateHandle, StateMachineStore};
 pub use types::{

@@ -9,6 +9,7 @@ use openraft::storage::{EntryResponder, RaftStateMachine};
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use zaris_core::{Applied, Outcome, Revision, State, codec};
 
+use crate::faults::StoreFaults;
 use crate::io_err;
 use crate::types::{LogId, Reply, Snapshot, SnapshotMeta, StoredMembership, TypeConfig};
 
@@ -65,14 +66,9 @@ pub struct StateMachineStore {
     data: Arc<RwLock<SmData>>,
     files: SnapshotFiles,
     observer: Arc<dyn ApplyObserver>,
-    /// Deliberate state-machine bugs, set again on every state this store installs.
-    #[cfg(feature = "fault-injection")]
-    faults: zaris_core::Faults,
-    /// How long an armed install waits between saving the snapshot and switching to its state,
-    /// so a test can kill the node in the middle of an install, and the file that arms it
-    /// (fault-injection builds only).
-    #[cfg(feature = "fault-injection")]
-    install_pause: Option<(std::time::Duration, std::path::PathBuf)>,
+    /// Deliberate faults (none unless built with `fault-injection`), set again on every state
+    /// this store installs.
+    faults: StoreFaults,
 }
 
 impl std::fmt::Debug for StateMachineStore {
@@ -101,34 +97,16 @@ impl StateMachineStore {
             data: Arc::new(RwLock::new(data)),
             files: SnapshotFiles::new(tree, db),
             observer,
-            #[cfg(feature = "fault-injection")]
-            faults: zaris_core::Faults::default(),
-            #[cfg(feature = "fault-injection")]
-            install_pause: None,
+            faults: StoreFaults::default(),
         })
     }
 
-    /// Switches deliberate state-machine bugs on (fault-injection builds only), for the current
-    /// state and every state installed later. Call before handing the store to Raft, with the
+    /// Deliberate faults for the current state and every state installed later (only
+    /// `fault-injection` builds can make any). Call before handing the store to Raft, with the
     /// same faults on every node of the cluster.
-    #[cfg(feature = "fault-injection")]
-    pub fn with_faults(mut self, faults: zaris_core::Faults) -> Self {
+    pub fn with_faults(mut self, faults: StoreFaults) -> Self {
+        faults.configure(&mut self.write().state);
         self.faults = faults;
-        self.write().state.set_faults(faults);
-        self
-    }
-
-    /// Arms install pauses (fault-injection builds only): the next snapshot install after the
-    /// file `trigger` appears removes it and pauses for `pause` after the snapshot is saved and
-    /// before its state replaces the current one. The harness kills nodes in that window; one
-    /// install per trigger, so other installs keep their pace.
-    #[cfg(feature = "fault-injection")]
-    pub fn with_install_pause(
-        mut self,
-        pause: std::time::Duration,
-        trigger: std::path::PathBuf,
-    ) -> Self {
-        self.install_pause = (!pause.is_zero()).then_some((pause, trigger));
         self
     }
 
@@ -330,25 +308,11 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         snapshot: Self::SnapshotData,
     ) -> Result<(), io::Error> {
         tracing::info!(last_log_id = ?meta.last_log_id, "installing snapshot");
-        let state = State::restore(&snapshot).map_err(|e| io_err("restore snapshot", e))?;
+        let mut state = State::restore(&snapshot).map_err(|e| io_err("restore snapshot", e))?;
         // Faults are configuration, not state: a snapshot does not carry them.
-        #[cfg(feature = "fault-injection")]
-        let state = {
-            let mut state = state;
-            state.set_faults(self.faults);
-            state
-        };
+        self.faults.configure(&mut state);
         self.files.save(meta, &snapshot).await?;
-        #[cfg(feature = "fault-injection")]
-        if let Some((pause, trigger)) = &self.install_pause
-            && std::fs::remove_file(trigger).is_ok()
-        {
-            tracing::warn!(
-                ?pause,
-                "snapshot saved; pausing the install (fault injection)"
-            );
-            tokio::time::sleep(*pause).await;
-        }
+        self.faults.pause_install().await;
         // Outside the state lock, like every observer call (apply waits for install anyway).
         self.observer.restored(&state);
         let mut data = self.write();

@@ -85,7 +85,6 @@ pub struct NodeConfig {
     pub watch_history_max_bytes: usize,
     /// Test-only faults: peer overrides, lessor clock rate, deliberate bugs. The default injects
     /// nothing.
-    #[cfg(feature = "fault-injection")]
     pub faults: crate::faults::FaultConfig,
 }
 
@@ -113,7 +112,6 @@ impl NodeConfig {
             snapshot_entries: DEFAULT_SNAPSHOT_ENTRIES,
             watch_history_max_events: WATCH_HISTORY_MAX_EVENTS,
             watch_history_max_bytes: WATCH_HISTORY_MAX_BYTES,
-            #[cfg(feature = "fault-injection")]
             faults: crate::faults::FaultConfig::default(),
         }
     }
@@ -164,7 +162,6 @@ impl NodeConfig {
             self.watch_history_max_events >= 1 && self.watch_history_max_bytes >= 1,
             "the watch history must hold at least one event and one byte"
         );
-        #[cfg(feature = "fault-injection")]
         self.faults.validate()?;
         Ok(())
     }

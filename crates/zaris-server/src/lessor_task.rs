@@ -47,7 +47,6 @@ pub struct ExpiryLoop {
     pub limits: Limits,
     pub progress: watch::Sender<LessorProgress>,
     /// `no-promotion-extension` promotes at once, with no extension.
-    #[cfg(feature = "fault-injection")]
     pub faults: Arc<crate::faults::FaultConfig>,
 }
 
@@ -91,10 +90,7 @@ impl ExpiryLoop {
                 continue;
             }
             if self.lessor().primary_term() != Some(term) {
-                #[cfg(feature = "fault-injection")]
                 let careless = self.faults.has(crate::faults::Bug::NoPromotionExtension);
-                #[cfg(not(feature = "fault-injection"))]
-                let careless = false;
                 // Expire nothing until this leader has applied everything committed before its
                 // term (its first entry of the term is applied): then promote.
                 if !careless && let Err(error) = self.proposer.linearizable().await {

@@ -9,7 +9,6 @@ pub mod clock;
 pub mod config;
 pub mod convert;
 pub mod error;
-#[cfg(feature = "fault-injection")]
 pub mod faults;
 mod health;
 mod http;
@@ -24,8 +23,6 @@ mod renew;
 mod services;
 mod watch;
 
-#[cfg(feature = "fault-injection")]
-pub use clock::ScaledClock;
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use config::NodeConfig;
 pub use lessor_task::LessorProgress;

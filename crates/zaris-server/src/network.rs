@@ -21,6 +21,8 @@ use zaris_proto::v1::raft_service_client::RaftServiceClient;
 use zaris_proto::v1::{RaftMessage, RaftSnapshotChunk};
 use zaris_raft::{Snapshot, TypeConfig, Vote};
 
+use crate::faults::FaultConfig;
+
 /// Snapshot bytes per gRPC message.
 const SNAPSHOT_CHUNK_BYTES: usize = 1024 * 1024;
 /// Largest Raft message accepted, in bytes: a full batch of max-size entries (see node.rs).
@@ -100,9 +102,8 @@ pub struct NetworkFactory {
     append_timeout_floor: Duration,
     channels: Arc<Mutex<BTreeMap<String, Channel>>>,
     peer_log: Arc<Mutex<PeerLog>>,
-    /// Fault injection: `node id → address` dialed instead of the node's membership address.
-    #[cfg(feature = "fault-injection")]
-    peer_overrides: Arc<BTreeMap<u64, String>>,
+    /// Fault injection: peer links rerouted (through a proxy) by the harness.
+    faults: Arc<FaultConfig>,
 }
 
 impl NetworkFactory {
@@ -112,8 +113,7 @@ impl NetworkFactory {
             append_timeout_floor: Duration::ZERO,
             channels: Arc::default(),
             peer_log: Arc::default(),
-            #[cfg(feature = "fault-injection")]
-            peer_overrides: Arc::default(),
+            faults: Arc::default(),
         }
     }
 
@@ -127,23 +127,16 @@ impl NetworkFactory {
         self
     }
 
-    /// Fault injection: Raft RPCs to node `id` go to `overrides[id]` (a proxy on the link) instead
-    /// of its membership address. Nodes not in the map are dialed as usual.
-    #[cfg(feature = "fault-injection")]
-    pub fn with_peer_overrides(mut self, overrides: BTreeMap<u64, String>) -> Self {
-        self.peer_overrides = Arc::new(overrides);
+    /// Fault injection: Raft RPCs may go to another address than a node's membership address
+    /// (a proxy on the link; see [`FaultConfig::peer_addr`]).
+    pub fn with_faults(mut self, faults: Arc<FaultConfig>) -> Self {
+        self.faults = faults;
         self
     }
 
     /// The address to dial for node `target`, whose membership address is `node.addr`.
     fn peer_addr<'a>(&'a self, target: u64, node: &'a BasicNode) -> &'a str {
-        #[cfg(feature = "fault-injection")]
-        if let Some(addr) = self.peer_overrides.get(&target) {
-            return addr;
-        }
-        #[cfg(not(feature = "fault-injection"))]
-        let _ = target;
-        &node.addr
+        self.faults.peer_addr(target, &node.addr)
     }
 
     fn channel(&self, addr: &str) -> Option<Channel> {
@@ -381,10 +374,14 @@ mod tests {
     #[cfg(feature = "fault-injection")]
     #[test]
     fn peer_overrides_reroute_only_the_nodes_they_name() {
-        let factory = NetworkFactory::new(1).with_peer_overrides(BTreeMap::from([
-            (2, "127.0.0.1:9102".to_string()),
-            (3, "127.0.0.1:9103".to_string()),
-        ]));
+        let faults = FaultConfig {
+            peer_overrides: BTreeMap::from([
+                (2, "127.0.0.1:9102".to_string()),
+                (3, "127.0.0.1:9103".to_string()),
+            ]),
+            ..FaultConfig::default()
+        };
+        let factory = NetworkFactory::new(1).with_faults(Arc::new(faults));
         let node = |addr: &str| BasicNode::new(addr);
         assert_eq!(
             factory.peer_addr(2, &node("127.0.0.1:7002")),

@@ -90,8 +90,8 @@ impl Node {
         // Install the process-wide recorder before anything counts.
         let _ = crate::metrics::prometheus();
         let node_id = config.node_id;
-        #[cfg(feature = "fault-injection")]
-        let clock = fault_injection(&config, clock);
+        let faults = Arc::new(config.faults.clone());
+        let clock = faults.lessor_clock(node_id, clock);
         let addr = listener.local_addr()?;
         let advertise = config
             .advertise
@@ -121,22 +121,13 @@ impl Node {
             lessor: lessor.clone(),
             waiters: waiters.clone(),
             watch_hub: watch_hub.clone(),
-            #[cfg(feature = "fault-injection")]
-            faults: Arc::new(config.faults.clone()),
+            faults: faults.clone(),
         });
         let (log_store, sm_store) =
             zaris_raft::open(&config.data_dir, observer, config.limits.clone())
                 .await
                 .with_context(|| format!("cannot open data dir {}", config.data_dir.display()))?;
-        #[cfg(feature = "fault-injection")]
-        let sm_store = sm_store
-            .with_faults(config.faults.state_faults())
-            .with_install_pause(
-                Duration::from_millis(config.faults.snapshot_install_pause_ms),
-                config
-                    .data_dir
-                    .join(crate::faults::SNAPSHOT_INSTALL_PAUSE_TRIGGER),
-            );
+        let sm_store = sm_store.with_faults(faults.store_faults(&config.data_dir));
         let state = sm_store.handle();
 
         let raft_config = openraft::Config {
@@ -165,8 +156,7 @@ impl Node {
         let cluster_id = config.cluster_id();
         let network = NetworkFactory::new(cluster_id)
             .with_append_timeout_floor(Duration::from_millis(config.election_timeout_ms));
-        #[cfg(feature = "fault-injection")]
-        let network = network.with_peer_overrides(config.faults.peer_overrides.clone());
+        let network = network.with_faults(faults.clone());
         let raft = Raft::new(node_id, Arc::new(raft_config), network, log_store, sm_store)
             .await
             .context("cannot start raft")?;
@@ -186,8 +176,7 @@ impl Node {
             &tracker,
             shutdown.clone(),
         );
-        #[cfg(feature = "fault-injection")]
-        let renewals = if config.faults.has(crate::faults::Bug::RenewAckBeforeCommit) {
+        let renewals = if faults.has(crate::faults::Bug::RenewAckBeforeCommit) {
             renewals.with_early_ack(proposer.clone(), state.clone(), tracker.clone())
         } else {
             renewals
@@ -203,8 +192,7 @@ impl Node {
             watch_hub,
             tasks: tracker.clone(),
             shutdown: shutdown.clone(),
-            #[cfg(feature = "fault-injection")]
-            faults: Arc::new(config.faults.clone()),
+            faults: faults.clone(),
         };
 
         let server = tonic::transport::Server::builder()
@@ -274,8 +262,7 @@ impl Node {
                 state: state.clone(),
                 limits: config.limits.clone(),
                 progress,
-                #[cfg(feature = "fault-injection")]
-                faults: Arc::new(config.faults.clone()),
+                faults,
             }
             .run(shutdown.clone()),
         );
@@ -315,28 +302,6 @@ impl Node {
         }
         info!(node_id, %addr, advertise, cluster = config.cluster_name, "node started");
         Ok(handle)
-    }
-}
-
-/// Logs the node's fault-injection settings, loudly when they make it unsafe, and returns the
-/// lessor clock: `clock` itself, or `clock` scaled by `--clock-rate`.
-#[cfg(feature = "fault-injection")]
-fn fault_injection(config: &NodeConfig, clock: Arc<dyn Clock>) -> Arc<dyn Clock> {
-    let faults = &config.faults;
-    let node_id = config.node_id;
-    if let Some(what) = faults.unsafe_settings() {
-        warn!(
-            node_id,
-            "FAULT INJECTION ACTIVE: {what}; this node is deliberately unsafe (test use only)"
-        );
-    }
-    if !faults.peer_overrides.is_empty() {
-        info!(node_id, overrides = ?faults.peer_overrides, "fault injection: peer overrides");
-    }
-    if faults.clock_skewed() {
-        Arc::new(crate::clock::ScaledClock::new(clock, faults.clock_rate))
-    } else {
-        clock
     }
 }
 

@@ -18,7 +18,6 @@ pub struct NodeObserver {
     pub waiters: Arc<LockWaiters>,
     pub watch_hub: Arc<WatchHub>,
     /// `early-expiry` shortens the TTLs the lessor counts.
-    #[cfg(feature = "fault-injection")]
     pub faults: Arc<crate::faults::FaultConfig>,
 }
 
@@ -27,8 +26,7 @@ impl NodeObserver {
         self.lessor.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The `early-expiry` bug: the lessor counts 0.7 × TTL from the grant or renewal.
-    #[cfg(feature = "fault-injection")]
+    /// The `early-expiry` bugs: the lessor counts 0.7 (or 0.9) × TTL from the grant or renewal.
     fn early_expiry(&self, effect: LeaseEffect) -> LeaseEffect {
         match effect {
             LeaseEffect::Refreshed {
@@ -70,9 +68,7 @@ impl ApplyObserver for NodeObserver {
             let now = self.clock.now_rounded_up();
             let mut lessor = self.lessor();
             for effect in &applied.effects.leases {
-                #[cfg(feature = "fault-injection")]
-                let effect = &self.early_expiry(*effect);
-                lessor.observe(now, effect);
+                lessor.observe(now, &self.early_expiry(*effect));
             }
         }
         for effect in &applied.effects.leases {
@@ -107,12 +103,9 @@ impl ApplyObserver for NodeObserver {
 
     fn restored(&self, state: &State) {
         let now = self.clock.now_rounded_up();
-        #[cfg(feature = "fault-injection")]
         let leases = state
             .lease_ttls()
             .map(|(id, ttl_ms, renewed)| (id, self.faults.lessor_ttl(ttl_ms), renewed));
-        #[cfg(not(feature = "fault-injection"))]
-        let leases = state.lease_ttls();
         self.lessor().reset(now, leases);
         self.watch_hub.reset(state.last_applied());
     }

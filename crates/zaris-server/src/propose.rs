@@ -77,7 +77,6 @@ impl Proposer {
     }
 
     /// Whether this node currently believes it is the Raft leader (unconfirmed: no quorum round).
-    #[cfg(feature = "fault-injection")]
     pub fn is_raft_leader(&self) -> bool {
         self.raft.metrics().borrow_watched().current_leader == Some(self.node_id)
     }

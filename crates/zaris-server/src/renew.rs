@@ -69,7 +69,6 @@ struct Pending {
 pub struct RenewBatcher {
     tx: mpsc::Sender<Pending>,
     /// `renew-ack-before-commit` answers before the Renew commits.
-    #[cfg(feature = "fault-injection")]
     early_ack: Option<(Proposer, StateHandle, TaskTracker)>,
 }
 
@@ -96,13 +95,11 @@ impl RenewBatcher {
         ));
         RenewBatcher {
             tx,
-            #[cfg(feature = "fault-injection")]
             early_ack: None,
         }
     }
 
     /// Switches on the `renew-ack-before-commit` bug (fault-injection builds only).
-    #[cfg(feature = "fault-injection")]
     pub fn with_early_ack(
         mut self,
         proposer: Proposer,
@@ -115,7 +112,6 @@ impl RenewBatcher {
 
     /// Renews `ids` (already validated: non-empty, within the batch limit) in the next batch.
     pub async fn renew(&self, ids: Vec<LeaseId>) -> Result<Renewal, ApiError> {
-        #[cfg(feature = "fault-injection")]
         if let Some(early) = self.ack_early(&ids) {
             return early;
         }
@@ -133,7 +129,6 @@ impl RenewBatcher {
 impl RenewBatcher {
     /// The `renew-ack-before-commit` bug: on the node that believes it leads, answer from the
     /// leases live now and propose the Renew in the background, whatever becomes of it.
-    #[cfg(feature = "fault-injection")]
     fn ack_early(&self, ids: &[LeaseId]) -> Option<Result<Renewal, ApiError>> {
         let (proposer, state, tracker) = self.early_ack.as_ref()?;
         if !proposer.is_raft_leader() {

@@ -3,6 +3,7 @@
 mod cli;
 mod demo;
 mod dump;
+mod fault_args;
 mod serve;
 
 use std::process::ExitCode;

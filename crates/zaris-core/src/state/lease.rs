@@ -28,7 +28,7 @@ impl State {
         // happens to get its id (contract §3, no resurrection).
         let id = if requested == LeaseId::NONE {
             self.next_lease_id.max(LeaseId::new(1))
-        } else if (requested < self.next_lease_id && !self.reuses_lease_ids())
+        } else if (requested < self.next_lease_id && !self.faults.lease_id_reuse())
             || self.leases.contains_key(&requested)
         {
             return Err(Rejection::LeaseIdUsed {
@@ -63,14 +63,6 @@ impl State {
             renewed_revision: rev,
         });
         Ok(Outcome::Granted { id, ttl_ms })
-    }
-
-    /// The `lease-id-reuse` bug (fault-injection builds): an ended lease's id may be granted again.
-    fn reuses_lease_ids(&self) -> bool {
-        #[cfg(feature = "fault-injection")]
-        return self.faults.lease_id_reuse;
-        #[cfg(not(feature = "fault-injection"))]
-        false
     }
 
     pub(super) fn renew(&mut self, rev: Revision, ids: &[LeaseId], fx: &mut Effects) -> Outcome {

@@ -21,8 +21,7 @@ impl State {
         if !self.leases.contains_key(&lease) {
             return Err(Rejection::LeaseNotFound(lease));
         }
-        #[cfg(feature = "fault-injection")]
-        if self.faults.lock_ignores_holder
+        if self.faults.lock_ignores_holder()
             && let Some(token) = self.take_over_lock(rev, name, lease, fx)
         {
             return Ok(Outcome::Lock(LockOutcome::Held { token }));
@@ -82,13 +81,12 @@ impl State {
         Ok(Outcome::Lock(outcome))
     }
 
-    /// The `lock-ignores-holder` bug (fault-injection builds only): grants a lock held by another
+    /// The `lock-ignores-holder` bug (reachable only in fault-injection builds): grants a lock held by another
     /// lease to `lease` at once, as if the holder's lease had ended. The previous holder loses the
     /// lock (its lease and keys stay), `lease` leaves the queue if it was waiting, and the other
     /// waiters keep their places. Every invariant still holds, so snapshots restore: the harness
     /// must find the bug by what clients see (two holders at once), not by a crash. Returns the
     /// new token, or `None` when the lock is free or already held by `lease` (the usual path).
-    #[cfg(feature = "fault-injection")]
     fn take_over_lock(
         &mut self,
         rev: Revision,

@@ -120,9 +120,9 @@ pub struct State {
     lease_keys: BTreeSet<(LeaseId, Vec<u8>)>,
     locks: BTreeMap<String, Lock>,
     dedup: Dedup,
-    /// Deliberate bugs (test builds only). Configuration, not state: never in a snapshot or the
-    /// digest, so whoever restores a state sets them again ([`State::set_faults`]).
-    #[cfg(feature = "fault-injection")]
+    /// Deliberate bugs (none unless built with `fault-injection`). Configuration, not state:
+    /// never in a snapshot or the digest, so whoever restores a state sets them again
+    /// ([`State::set_faults`]).
     #[serde(skip)]
     faults: crate::faults::Faults,
 }
@@ -145,19 +145,16 @@ impl State {
             lease_keys: BTreeSet::new(),
             locks: BTreeMap::new(),
             dedup: Dedup::default(),
-            #[cfg(feature = "fault-injection")]
             faults: crate::faults::Faults::default(),
         }
     }
 
-    /// Switches deliberate bugs on or off (fault-injection builds only). Every replica of a
-    /// cluster must get the same faults.
-    #[cfg(feature = "fault-injection")]
+    /// Switches deliberate bugs on or off (only `fault-injection` builds have any). Every replica
+    /// of a cluster must get the same faults.
     pub fn set_faults(&mut self, faults: crate::faults::Faults) {
         self.faults = faults;
     }
 
-    #[cfg(feature = "fault-injection")]
     pub fn faults(&self) -> crate::faults::Faults {
         self.faults
     }

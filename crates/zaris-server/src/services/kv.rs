@@ -10,13 +10,11 @@ use zaris_proto::v1::{
 use super::NodeContext;
 use crate::config::MAX_RANGE_KEYS;
 use crate::convert;
-#[cfg(feature = "fault-injection")]
 use crate::faults::Bug;
 
 #[derive(Clone, Debug)]
 pub struct KvService(pub NodeContext);
 
-#[cfg(feature = "fault-injection")]
 impl KvService {
     /// The `ack-before-commit` bug: answers OK with a made-up revision (last applied + 1) and
     /// proposes in the background, so the write may be lost, or land at another revision.
@@ -49,10 +47,7 @@ impl Kv for KvService {
             convert::kv::range_query(request.into_inner(), &self.0.limits()?, MAX_RANGE_KEYS)?;
         // Serializable reads are served from this node's applied state, possibly stale; all
         // others wait until this node is a confirmed leader that applied everything committed.
-        #[cfg(feature = "fault-injection")]
         let confirm = !query.serializable && !self.0.faults.has(Bug::StaleReads);
-        #[cfg(not(feature = "fault-injection"))]
-        let confirm = !query.serializable;
         if confirm {
             self.0.proposer.linearizable().await?;
         }
@@ -73,7 +68,6 @@ impl Kv for KvService {
 
     async fn put(&self, request: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {
         let request = convert::kv::put_request(request.into_inner(), &self.0.limits()?)?;
-        #[cfg(feature = "fault-injection")]
         if self.0.faults.has(Bug::AckBeforeCommit) && self.0.proposer.is_raft_leader() {
             return Ok(Response::new(self.ack_before_commit(request)?));
         }

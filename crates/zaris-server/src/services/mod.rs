@@ -45,7 +45,6 @@ pub struct NodeContext {
     pub tasks: TaskTracker,
     pub shutdown: CancellationToken,
     /// Deliberate bugs some handlers act out (`stale-reads`, `ack-before-commit`).
-    #[cfg(feature = "fault-injection")]
     pub faults: Arc<crate::faults::FaultConfig>,
 }
 
