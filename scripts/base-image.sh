@@ -15,6 +15,7 @@ suite=bookworm
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 security_mirror=${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 force=0
+invocation="$0 $*"
 
 usage() {
   cat <<EOF
@@ -56,7 +57,7 @@ if [ "$force" = 0 ] && docker image inspect "$tag" >/dev/null 2>&1; then
   exit 0
 fi
 
-[ "$(id -u)" = 0 ] || die "building $tag needs root (debootstrap creates a root file system and runs chroot); run: sudo $0 $*"
+[ "$(id -u)" = 0 ] || die "building $tag needs root (debootstrap creates a root file system and runs chroot); run: sudo $invocation"
 
 started=$SECONDS
 
@@ -74,7 +75,7 @@ root=$work/rootfs
 cleanup() {
   local status=$?
   if [ "$status" != 0 ] && [ -s "$work/debootstrap.log" ]; then
-    log "failed; the last lines of debootstrap's log:"
+    log "stopped with exit status $status; the last lines of the build log:"
     tail -n 30 "$work/debootstrap.log" >&2 || true
   fi
   # debootstrap mounts /proc and /sys in the new root while it runs; an interrupted run can
