@@ -13,7 +13,7 @@ use zaris_proto::v1::cluster_client::ClusterClient;
 use zaris_proto::v1::{ErrorCode, Outcome, RequestId, ResponseHeader, StatusRequest};
 use zaris_types::Revision;
 
-use crate::endpoint::{Endpoints, parse_endpoint};
+use crate::endpoint::{Endpoints, Target, parse_endpoint};
 use crate::error::{Error, RpcError};
 use crate::keepalive::Slot;
 use crate::routing::{Next, Router};
@@ -334,7 +334,7 @@ impl Client {
             let err = match attempt {
                 Ok(Ok(response)) => {
                     let status = response.into_inner();
-                    self.check_cluster(&status, &target.authority)?;
+                    self.check_cluster(&status, &target)?;
                     endpoints.succeeded(target.index);
                     // A follower's view of the leader saves the first call a redirect. An
                     // endpoint that is the leader stays the way in, whatever address the leader
@@ -345,7 +345,7 @@ impl Client {
                             .iter()
                             .find(|member| member.id == status.raft_leader_id)
                     {
-                        endpoints.redirect(&leader.address);
+                        endpoints.redirect(leader.id, &leader.address);
                     }
                     return Ok(());
                 }
@@ -394,7 +394,7 @@ impl Client {
         RequestId {
             client_id: self.inner.client_id,
             seq: self.inner.request_seq.fetch_add(1, Ordering::Relaxed) + 1,
-            seen_revision: (self.seen_revision()).get(),
+            seen_revision: self.seen_revision().get(),
         }
     }
 
@@ -460,11 +460,11 @@ impl Client {
             let mut attempt = tonic::Request::new(request.clone());
             attempt.set_timeout(timeout);
             attempts = attempts.saturating_add(1);
-            let result = tokio::time::timeout(timeout, send(target.channel, attempt)).await;
+            let result = tokio::time::timeout(timeout, send(target.channel.clone(), attempt)).await;
             let mut err = match result {
                 Ok(Ok(response)) => {
                     let response = response.into_inner();
-                    self.check_cluster(&response, &target.authority)?;
+                    self.check_cluster(&response, &target)?;
                     if let Some(header) = response.header() {
                         self.observe_revision(header.revision);
                     }
@@ -479,7 +479,7 @@ impl Client {
                 // an earlier attempt. If no earlier attempt can have been applied, this one is
                 // the first to reach the log: send it again as issued after what was forgotten.
                 if !maybe_applied
-                    && request.reissue(forgotten_through.max((self.seen_revision()).get()))
+                    && request.reissue(forgotten_through.max(self.seen_revision().get()))
                 {
                     self.observe_revision(forgotten_through);
                     continue;
@@ -533,12 +533,17 @@ impl Client {
         }
     }
 
-    /// Remembers the first cluster id seen, and refuses answers from any other cluster.
+    /// Remembers the first cluster id seen, and refuses answers from any other cluster; notes
+    /// which member answered at the endpoint (so a redirect to that member's id can use it).
     pub(crate) fn check_cluster<Resp: HasHeader>(
         &self,
         response: &Resp,
-        endpoint: &str,
+        target: &Target,
     ) -> Result<(), Error> {
+        let endpoint = target.authority.as_str();
+        if let Some(member_id) = response.header().map(|h| h.member_id) {
+            self.inner.endpoints.answered_as(target.index, member_id);
+        }
         let Some(actual) = response
             .header()
             .map(|h| h.cluster_id)

@@ -78,6 +78,10 @@ pub(crate) fn parse_endpoint(raw: &str) -> Result<Address, Error> {
 struct Node {
     address: Address,
     channel: Channel,
+    /// Learned from a redirect rather than given by the caller.
+    learned: bool,
+    /// The member that last answered here (from response headers), if any has.
+    member_id: Option<u64>,
 }
 
 /// Where the next attempt goes.
@@ -122,7 +126,12 @@ impl Endpoints {
                 });
             }
             let channel = lazy_channel(&address, connect_timeout)?;
-            nodes.push(Node { address, channel });
+            nodes.push(Node {
+                address,
+                channel,
+                learned: false,
+                member_id: None,
+            });
         }
         if nodes.is_empty() {
             return Err(Error::InvalidEndpoint {
@@ -178,17 +187,52 @@ impl Endpoints {
         if state.raft_leader == Some(index) {
             state.raft_leader = None;
         }
-        if state.cursor == index {
-            state.cursor = (index + 1) % state.nodes.len();
+        let len = state.nodes.len();
+        if state.nodes.get(index).is_some_and(|node| node.learned) {
+            // A redirect target failed: move past the endpoint under the cursor, the member that
+            // keeps sending us there.
+            state.cursor = (state.cursor + 1) % len;
+        } else if state.cursor == index {
+            state.cursor = (index + 1) % len;
         }
     }
 
-    /// A member said the Raft leader serves clients at `address` ("host:port"): cache it, adding
-    /// it to the endpoints if it is new. Returns the leader's index, or `None` if the address is
-    /// unusable or the endpoint list is full (the caller then rotates instead).
-    pub(crate) fn redirect(&self, address: &str) -> Option<usize> {
-        let address = parse_endpoint(address).ok()?;
+    /// Member `member_id` answered at endpoint `index`.
+    pub(crate) fn answered_as(&self, index: usize, member_id: u64) {
+        if member_id == 0 {
+            return;
+        }
+        if let Some(node) = self.state().nodes.get_mut(index) {
+            node.member_id = Some(member_id);
+        }
+    }
+
+    /// Whether endpoint `index` was learned from a redirect (not given by the caller).
+    pub(crate) fn is_learned(&self, index: usize) -> bool {
+        self.state()
+            .nodes
+            .get(index)
+            .is_some_and(|node| node.learned)
+    }
+
+    /// A member said the Raft leader is member `leader_id` (0: unknown), serving clients at
+    /// `address` ("host:port"): cache it. An endpoint where that member has answered before is
+    /// preferred over the address (which may be a name only the cluster's network resolves);
+    /// otherwise the address is used, added to the endpoints if new. Returns the leader's index,
+    /// or `None` if the address is unusable or the endpoint list is full (the caller then
+    /// rotates instead).
+    pub(crate) fn redirect(&self, leader_id: u64, address: &str) -> Option<usize> {
         let mut state = self.state();
+        if leader_id != 0
+            && let Some(index) = state
+                .nodes
+                .iter()
+                .position(|n| n.member_id == Some(leader_id))
+        {
+            state.raft_leader = Some(index);
+            return Some(index);
+        }
+        let address = parse_endpoint(address).ok()?;
         let index = match state.nodes.iter().position(|n| n.address == address) {
             Some(index) => index,
             None => {
@@ -196,7 +240,12 @@ impl Endpoints {
                     return None;
                 }
                 let channel = lazy_channel(&address, self.connect_timeout).ok()?;
-                state.nodes.push(Node { address, channel });
+                state.nodes.push(Node {
+                    address,
+                    channel,
+                    learned: true,
+                    member_id: None,
+                });
                 state.nodes.len() - 1
             }
         };
@@ -339,27 +388,54 @@ mod tests {
         assert_eq!(set.pick().authority, "127.0.0.1:1");
 
         // A redirect to a known address caches it without growing the list.
-        assert_eq!(set.redirect("127.0.0.1:2"), Some(1));
+        assert_eq!(set.redirect(0, "127.0.0.1:2"), Some(1));
         assert_eq!(set.len(), 2);
         assert_eq!(set.pick().authority, "127.0.0.1:2");
         assert_eq!(set.raft_leader().as_deref(), Some("127.0.0.1:2"));
 
         // A redirect to a new address adds it.
-        assert_eq!(set.redirect("127.0.0.1:3"), Some(2));
+        assert_eq!(set.redirect(0, "127.0.0.1:3"), Some(2));
         assert_eq!(
             set.authorities(),
             ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]
         );
         assert_eq!(set.pick().authority, "127.0.0.1:3");
 
-        // The cached leader failing drops the cache; the cursor is used again.
+        // The cached leader, learned from a redirect, failing drops the cache and moves the
+        // cursor past the member that sent us there.
         set.failed(2);
         assert_eq!(set.raft_leader(), None);
-        assert_eq!(set.pick().authority, "127.0.0.1:1");
+        assert_eq!(set.pick().authority, "127.0.0.1:2");
 
         // Unusable redirect addresses are ignored.
-        assert_eq!(set.redirect(""), None);
-        assert_eq!(set.redirect("no-port"), None);
+        assert_eq!(set.redirect(0, ""), None);
+        assert_eq!(set.redirect(0, "no-port"), None);
         assert_eq!(set.len(), 3);
+    }
+
+    /// Issue 11: a redirect names the leader by id and by an address that may resolve only on the
+    /// cluster's own network; an endpoint where that member answered is used instead.
+    #[tokio::test]
+    async fn a_redirect_prefers_the_endpoint_where_the_leader_answered() {
+        let set = match Endpoints::new(
+            addresses(&["127.0.0.1:1", "127.0.0.1:2"]),
+            Duration::from_secs(1),
+        ) {
+            Ok(set) => set,
+            Err(err) => panic!("{err}"),
+        };
+        set.answered_as(1, 2);
+        assert_eq!(set.redirect(2, "zaris-2:7001"), Some(1));
+        assert_eq!(set.len(), 2, "the name was not added");
+        assert!(!set.is_learned(1));
+
+        // An unknown member's address is added, marked as learned from a redirect.
+        assert_eq!(set.redirect(3, "zaris-3:7001"), Some(2));
+        assert!(set.is_learned(2));
+        // It fails: the cursor moves past the member that sent us there.
+        assert_eq!(set.pick().authority, "zaris-3:7001");
+        set.failed(2);
+        assert_eq!(set.raft_leader(), None);
+        assert_eq!(set.pick().authority, "127.0.0.1:2");
     }
 }

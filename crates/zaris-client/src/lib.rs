@@ -19,8 +19,11 @@
 //! ```
 //!
 //! - Routing: every call goes to the cached Raft leader, else to the endpoint under a rotation
-//!   cursor. NOT_LEADER answers name the leader's address: the client caches it (adding it to
-//!   its endpoints if new) and resends at once. NO_LEADER and connection failures rotate to the
+//!   cursor. NOT_LEADER answers name the leader's id and address: the client resends at once to
+//!   an endpoint where that member has answered before, else to the address (added to its
+//!   endpoints if new). A redirect address this client cannot reach (a name only the cluster's
+//!   own network resolves, as in a compose cluster seen from the host) sends it straight back to
+//!   its configured endpoints. NO_LEADER and connection failures rotate to the
 //!   next endpoint with exponential backoff, until [`ClientOptions::timeout`] (one bound per
 //!   call, end to end).
 //! - Safety of retries: reads and idempotent calls are always retried. Put, DeleteRange, Txn,

@@ -21,8 +21,9 @@ use crate::error::RpcError;
 /// What the retry loop does after a failed attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Disposition {
-    /// Resend at once to the Raft leader at this address ("host:port").
-    Redirect(String),
+    /// Resend at once to the Raft leader: member `leader_id` (0 if unknown), serving clients at
+    /// `address` ("host:port").
+    Redirect { leader_id: u64, address: String },
     /// Resend to the next endpoint after a backoff.
     Rotate,
     /// Give up: the error is final.
@@ -34,7 +35,10 @@ pub(crate) fn disposition(err: &RpcError) -> Disposition {
     if let Some(detail) = err.detail() {
         return match ErrorCode::try_from(detail.code) {
             Ok(ErrorCode::NotLeader) if !detail.raft_leader_address.is_empty() => {
-                Disposition::Redirect(detail.raft_leader_address.clone())
+                Disposition::Redirect {
+                    leader_id: detail.raft_leader_id,
+                    address: detail.raft_leader_address.clone(),
+                }
             }
             // INTERNAL and NODE_FAILED say this member is broken, not the request: another
             // member may serve it (a failed leader is replaced within an election timeout).
@@ -102,19 +106,33 @@ impl Router {
     pub(crate) fn failed(&mut self, endpoints: &Endpoints, index: usize, err: &RpcError) -> Next {
         match disposition(err) {
             Disposition::Fail => Next::GiveUp,
-            Disposition::Redirect(address) => match endpoints.redirect(&address) {
-                Some(leader) if leader != index => {
-                    self.redirects_in_a_row += 1;
-                    tracing::debug!(from = index, to = %address, "redirected to the Raft leader");
-                    if self.redirects_in_a_row <= endpoints.len() {
-                        Next::Retry(Duration::ZERO)
-                    } else {
-                        Next::Retry(self.backoff_delay(err))
+            Disposition::Redirect { leader_id, address } => {
+                match endpoints.redirect(leader_id, &address) {
+                    Some(leader) if leader != index => {
+                        self.redirects_in_a_row += 1;
+                        tracing::debug!(from = index, to = %address, "redirected to the Raft leader");
+                        if self.redirects_in_a_row <= endpoints.len() {
+                            Next::Retry(Duration::ZERO)
+                        } else {
+                            Next::Retry(self.backoff_delay(err))
+                        }
                     }
+                    // Redirected to where it was sent, or to an unusable address: try others.
+                    _ => self.rotate(endpoints, index, err),
                 }
-                // Redirected to where it was sent, or to an unusable address: try others.
-                _ => self.rotate(endpoints, index, err),
-            },
+            }
+            // A leader address learned from a redirect that this client cannot reach (a name
+            // only the cluster's network resolves, say): go back to the configured endpoints at
+            // once, counting it as a redirect so a loop of them still backs off.
+            Disposition::Rotate if endpoints.is_learned(index) && err.is_connect_failure() => {
+                endpoints.failed(index);
+                self.redirects_in_a_row += 1;
+                if self.redirects_in_a_row <= endpoints.len() {
+                    Next::Retry(Duration::ZERO)
+                } else {
+                    Next::Retry(self.backoff_delay(err))
+                }
+            }
             Disposition::Rotate => {
                 self.redirects_in_a_row = 0;
                 self.rotate(endpoints, index, err)
@@ -152,7 +170,10 @@ mod tests {
     fn not_leader_with_address_redirects() {
         assert_eq!(
             disposition(&rpc(not_leader(2, "127.0.0.1:7002"))),
-            Disposition::Redirect("127.0.0.1:7002".into())
+            Disposition::Redirect {
+                leader_id: 2,
+                address: "127.0.0.1:7002".into()
+            }
         );
     }
 

@@ -349,7 +349,7 @@ impl WatchTask {
                     return self.failed(RpcError::from_status(&status, authority), target, router);
                 }
             };
-            if let Err(err) = self.client.check_cluster(&message, authority) {
+            if let Err(err) = self.client.check_cluster(&message, target) {
                 return Ended::Fatal(Some(err));
             }
             if let Some(ended) = self.handle(message, next, target, router).await {

@@ -24,6 +24,8 @@ enum Behavior {
     Leader,
     /// Answers NOT_LEADER pointing at this address.
     Follower(String),
+    /// Answers NOT_LEADER naming member `.0` as the leader, at address `.1`.
+    FollowerOf(u64, String),
     /// Answers NO_LEADER.
     Leaderless,
     /// Answers LEADERSHIP_LOST (indeterminate) this many times, then serves.
@@ -107,7 +109,10 @@ impl FakeMember {
             }
             Behavior::Forgetful { .. } => Ok(()),
             Behavior::Leader => Ok(()),
-            Behavior::Follower(address) => Err(zaris_proto_not_leader(address)),
+            Behavior::Follower(address) => Err(zaris_proto_not_leader(99, address)),
+            Behavior::FollowerOf(leader_id, address) => {
+                Err(zaris_proto_not_leader(*leader_id, address))
+            }
             Behavior::Leaderless => Err(no_leader()),
             Behavior::LoseLeadership(0) => Ok(()),
             Behavior::LoseLeadership(left) => {
@@ -123,9 +128,9 @@ impl FakeMember {
     }
 }
 
-fn zaris_proto_not_leader(address: &str) -> Status {
+fn zaris_proto_not_leader(leader_id: u64, address: &str) -> Status {
     let mut detail = ErrorDetail::new(ErrorCode::NotLeader, Outcome::Definite, "not the leader");
-    detail.raft_leader_id = 99;
+    detail.raft_leader_id = leader_id;
     detail.raft_leader_address = address.to_owned();
     detail.into_status()
 }
@@ -392,6 +397,39 @@ async fn follows_not_leader_redirect_and_caches_the_leader() {
     assert!(client.get("k").await.is_ok());
     assert_eq!(follower.calls(), 1);
     assert_eq!(leader.calls(), 2);
+}
+
+/// Issue 11: in a compose cluster a follower redirects to the leader's address on the cluster's
+/// own network (`zaris-2:7001`), which a client on the host cannot resolve. The client goes
+/// back to its configured endpoints at once, without a backoff, and reaches the leader there.
+#[tokio::test]
+async fn a_redirect_to_an_address_the_client_cannot_resolve_falls_back_to_its_endpoints() {
+    let (leader, leader_address) = start(2, Behavior::Leader).await;
+    let unresolvable = "zaris-2.invalid:7001".to_owned();
+    let (follower, follower_address) =
+        start(1, Behavior::FollowerOf(2, unresolvable.clone())).await;
+    // A backoff longer than the call's whole budget: a call that backed off even once would
+    // fail with a timeout instead of succeeding.
+    let options = ClientOptions::default()
+        .with_backoff(Duration::from_secs(60), Duration::from_secs(60))
+        .with_timeout(Duration::from_secs(10));
+    let client = client(&[&follower_address, &leader_address], options).await;
+
+    let written = client.put("k", "v", PutOptions::default()).await;
+    assert!(written.is_ok(), "{written:?}");
+    assert_eq!((follower.calls(), leader.calls()), (1, 1));
+    assert_eq!(
+        client.endpoints(),
+        [
+            follower_address.clone(),
+            leader_address.clone(),
+            unresolvable
+        ]
+    );
+
+    // The endpoint that answered stays the way in: the next call goes straight there.
+    assert!(client.get("k").await.is_ok());
+    assert_eq!((follower.calls(), leader.calls()), (1, 2));
 }
 
 #[tokio::test]

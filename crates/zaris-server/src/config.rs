@@ -34,6 +34,8 @@ pub const DEFAULT_SNAPSHOT_ENTRIES: u64 = 50_000;
 /// Most log entries kept behind a snapshot when the log is compacted (fewer if snapshots are
 /// taken more often), so a follower slightly behind catches up from the log, not a snapshot.
 pub const MAX_LOG_KEPT_AFTER_SNAPSHOT: u64 = 1_000;
+/// Default for [`NodeConfig::resolve_timeout_ms`].
+pub const DEFAULT_RESOLVE_TIMEOUT_MS: u64 = 60_000;
 /// Default for [`NodeConfig::watch_history_max_events`]: most events a node keeps for watchers.
 /// A watch cannot start further back (COMPACTED), and one that falls this far behind is canceled
 /// (SLOW_CONSUMER).
@@ -74,6 +76,9 @@ pub struct NodeConfig {
     pub expire_batch: usize,
     pub renew_inflight: usize,
     pub request_timeout_ms: u64,
+    /// How long a new cluster's first start waits for the initial members' names to resolve
+    /// before it gives up with an error (containers started together appear in DNS one by one).
+    pub resolve_timeout_ms: u64,
     /// Where to serve /metrics, /health and /ready over HTTP.
     pub http_listen: Option<SocketAddr>,
     /// Must be the same on every node of a cluster (they bound what apply accepts).
@@ -107,6 +112,7 @@ impl NodeConfig {
             expire_batch: DEFAULT_EXPIRE_BATCH,
             renew_inflight: DEFAULT_RENEW_INFLIGHT,
             request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
+            resolve_timeout_ms: DEFAULT_RESOLVE_TIMEOUT_MS,
             http_listen: None,
             limits: Limits::default(),
             snapshot_entries: DEFAULT_SNAPSHOT_ENTRIES,
@@ -134,6 +140,24 @@ impl NodeConfig {
         );
         if let Err(why) = self.limits.check() {
             bail!("limits: {why}");
+        }
+        for (id, addr) in &self.initial_cluster {
+            if let Err(why) = crate::address::check(addr) {
+                bail!("initial cluster, node {id}: {why}");
+            }
+            ensure!(
+                !crate::address::is_unspecified(addr),
+                "initial cluster, node {id}: {addr} is not an address others can dial"
+            );
+        }
+        if let Some(addr) = &self.advertise {
+            if let Err(why) = crate::address::check(addr) {
+                bail!("advertise address: {why}");
+            }
+            ensure!(
+                !crate::address::is_unspecified(addr),
+                "advertise address {addr} is not an address others can dial"
+            );
         }
         if !self.initial_cluster.is_empty() && !self.initial_cluster.contains_key(&self.node_id) {
             bail!(

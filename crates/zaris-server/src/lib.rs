@@ -5,6 +5,7 @@
 //! Every failure a client or peer sees is an [`error::ApiError`], turned into a gRPC status in one
 //! place; [`convert`] holds the wire ↔ core conversions, one module per service.
 
+mod address;
 pub mod clock;
 pub mod config;
 pub mod convert;
@@ -23,6 +24,7 @@ mod renew;
 mod services;
 mod watch;
 
+pub use address::check as check_address;
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use config::NodeConfig;
 pub use lessor_task::LessorProgress;

@@ -192,9 +192,23 @@ fn network(message: String) -> RpcError {
     RPCError::Network(NetworkError::from_string(message))
 }
 
-/// Connection-level failures make openraft back off harder than transient ones.
+/// Connection-level failures make openraft back off harder than transient ones. The message
+/// ends with the innermost cause ("dns error: failed to lookup address information", "Connection
+/// refused"), which says what an operator has to fix.
 fn status_error(target: u64, status: tonic::Status) -> RpcError {
-    let message = format!("node {target}: {}: {}", status.code(), status.message());
+    let mut message = format!("node {target}: {}: {}", status.code(), status.message());
+    let mut cause: Option<&dyn std::error::Error> = std::error::Error::source(&status);
+    let mut innermost = None;
+    while let Some(err) = cause {
+        innermost = Some(err);
+        cause = err.source();
+    }
+    if let Some(err) = innermost {
+        let text = err.to_string();
+        if !message.contains(&text) {
+            message = format!("{message}: {text}");
+        }
+    }
     match status.code() {
         tonic::Code::Unavailable | tonic::Code::Unknown => unreachable(message),
         _ => network(message),

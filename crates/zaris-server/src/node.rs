@@ -97,7 +97,7 @@ impl Node {
             .advertise
             .clone()
             .or_else(|| config.initial_cluster.get(&node_id).cloned())
-            .unwrap_or_else(|| addr.to_string());
+            .unwrap_or_else(|| crate::address::default_advertise(addr));
         // Bind everything first: a failure here leaves nothing running.
         let http_listener = match config.http_listen {
             Some(http_listen) => Some(
@@ -296,7 +296,7 @@ impl Node {
             shutdown,
             tracker,
         };
-        if let Err(e) = bootstrap(&config, &handle.raft, &advertise).await {
+        if let Err(e) = bootstrap(&config, &handle.raft, &advertise, &handle.tracker).await {
             handle.shutdown().await;
             return Err(e);
         }
@@ -307,9 +307,34 @@ impl Node {
 
 /// Initializes the cluster on exactly one pristine node: the lowest id of the initial members
 /// (or this node alone when no members are given). Everyone else waits to hear from a leader.
-async fn bootstrap(config: &NodeConfig, raft: &Raft, advertise: &str) -> anyhow::Result<()> {
-    if config.join || raft.is_initialized().await? {
+///
+/// A pristine node first waits (up to `resolve_timeout_ms`) until every initial member's name
+/// resolves, so a mistyped name fails the first start. A restarted node does not: a peer that
+/// is down (and gone from its network's DNS) is a minority a cluster must run without, so its
+/// name is only reported.
+async fn bootstrap(
+    config: &NodeConfig,
+    raft: &Raft,
+    advertise: &str,
+    tracker: &TaskTracker,
+) -> anyhow::Result<()> {
+    if config.join {
         return Ok(());
+    }
+    if raft.is_initialized().await? {
+        tracker.spawn(crate::address::warn_unresolved(
+            config.node_id,
+            config.initial_cluster.clone(),
+        ));
+        return Ok(());
+    }
+    if !config.initial_cluster.is_empty() {
+        crate::address::wait_resolvable(
+            config.node_id,
+            &config.initial_cluster,
+            Duration::from_millis(config.resolve_timeout_ms),
+        )
+        .await?;
     }
     let members: BTreeMap<u64, BasicNode> = if config.initial_cluster.is_empty() {
         BTreeMap::from([(config.node_id, BasicNode::new(advertise))])

@@ -32,6 +32,9 @@ pub struct TestCluster {
     configure: fn(&mut NodeConfig),
     /// Every node's lessor clock (one clock, as if the nodes' clocks ran in perfect step).
     clock: Arc<dyn Clock>,
+    /// The host part of the members' addresses: `127.0.0.1`, or `localhost` for a cluster whose
+    /// members know each other (and clients know them) by a name that must be resolved.
+    host: &'static str,
 }
 
 /// A node's configuration with the test timings.
@@ -53,19 +56,38 @@ impl TestCluster {
 
     /// [`TestCluster::start`], with `configure` applied to each node's configuration.
     pub async fn start_configured(size: u64, configure: fn(&mut NodeConfig)) -> TestCluster {
-        Self::start_full(size, configure, Arc::new(MonotonicClock::default())).await
+        Self::start_full(
+            size,
+            configure,
+            Arc::new(MonotonicClock::default()),
+            "127.0.0.1",
+        )
+        .await
+    }
+
+    /// [`TestCluster::start`], the members named `localhost:{port}` in the initial cluster, in
+    /// `member add` and in the clients' endpoints: every connection resolves a host name.
+    pub async fn start_named(size: u64) -> TestCluster {
+        Self::start_full(
+            size,
+            |_| {},
+            Arc::new(MonotonicClock::default()),
+            "localhost",
+        )
+        .await
     }
 
     /// [`TestCluster::start`], every node's lessor reading `clock` (a `ManualClock` lets a test
     /// move lease time by hand).
     pub async fn start_with_clock(size: u64, clock: Arc<dyn Clock>) -> TestCluster {
-        Self::start_full(size, |_| {}, clock).await
+        Self::start_full(size, |_| {}, clock, "127.0.0.1").await
     }
 
     async fn start_full(
         size: u64,
         configure: fn(&mut NodeConfig),
         clock: Arc<dyn Clock>,
+        host: &'static str,
     ) -> TestCluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut listeners = BTreeMap::new();
@@ -83,6 +105,7 @@ impl TestCluster {
             dir,
             configure,
             clock,
+            host,
         };
         for (id, listener) in listeners {
             let node = cluster.start_node(id, listener, false).await;
@@ -93,9 +116,14 @@ impl TestCluster {
 
     fn initial_cluster(&self) -> BTreeMap<u64, String> {
         self.addrs
-            .iter()
-            .map(|(id, addr)| (*id, addr.to_string()))
+            .keys()
+            .map(|id| (*id, self.address(*id)))
             .collect()
+    }
+
+    /// The address node `id` is known by (`127.0.0.1:port`, or `localhost:port` when named).
+    pub fn address(&self, id: u64) -> String {
+        format!("{}:{}", self.host, self.addrs[&id].port())
     }
 
     pub fn data_dir(&self, id: u64) -> std::path::PathBuf {
@@ -107,6 +135,7 @@ impl TestCluster {
         (self.configure)(&mut config);
         if join {
             config.join = true;
+            config.advertise = Some(self.address(id));
         } else {
             config.initial_cluster = self.initial_cluster();
         }
@@ -193,7 +222,7 @@ impl TestCluster {
 
     /// A client that knows only the given nodes.
     pub async fn client(&self, ids: &[u64]) -> Client {
-        let endpoints: Vec<String> = ids.iter().map(|id| self.addrs[id].to_string()).collect();
+        let endpoints: Vec<String> = ids.iter().map(|id| self.address(*id)).collect();
         let options = ClientOptions::default().with_timeout(Duration::from_secs(15));
         // Lazy: tests make clients of nodes they are about to stop or start.
         Client::lazy(endpoints, options).expect("client")

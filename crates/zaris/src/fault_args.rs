@@ -9,7 +9,7 @@ use zaris_server::faults::FaultConfig;
 #[cfg(feature = "fault-injection")]
 #[derive(clap::Args, Debug, Default)]
 pub struct FaultArgs {
-    /// Dial these addresses for Raft RPCs to these nodes, `id=ip:port,...` (a proxy per link).
+    /// Dial these addresses for Raft RPCs to these nodes, `id=host:port,...` (a proxy per link).
     #[arg(long, env = "ZARIS_PEER_OVERRIDE", hide = true)]
     peer_override: Option<String>,
     /// Run this node's lessor clock at this rate of real time (e.g. 0.5 or 1.5). openraft's

@@ -33,11 +33,12 @@ pub struct ServeArgs {
     /// Address for the client API and Raft peers (port 0: any free port). Default 127.0.0.1:7001.
     #[arg(long, env = "ZARIS_LISTEN")]
     listen: Option<SocketAddr>,
-    /// Address others use to reach this node, if not the listen address.
+    /// Address others use to reach this node (`host:port`), if not the listen address. Default:
+    /// the listen address, or this host's name and the listen port when listening on 0.0.0.0.
     #[arg(long, env = "ZARIS_ADVERTISE")]
     advertise: Option<String>,
-    /// First members, `id=ip:port,...` (IP addresses: host names are not accepted here yet);
-    /// the lowest id bootstraps the cluster on first start.
+    /// First members, `id=host:port,...` (host: a name such as zaris-1, or an IP address); the
+    /// lowest id bootstraps the cluster on first start, once every name resolves.
     #[arg(long, env = "ZARIS_INITIAL_CLUSTER")]
     initial_cluster: Option<String>,
     /// Start empty and wait to be added with `zaris member add` (never bootstrap).
@@ -64,6 +65,10 @@ pub struct ServeArgs {
     /// Take a snapshot and compact the log every this many entries. Default 50000.
     #[arg(long, env = "ZARIS_SNAPSHOT_ENTRIES")]
     snapshot_entries: Option<u64>,
+    /// On a new cluster's first start, wait this long for the initial members' names to
+    /// resolve before giving up, ms. Default 60000.
+    #[arg(long, env = "ZARIS_RESOLVE_TIMEOUT_MS")]
+    resolve_timeout_ms: Option<u64>,
     /// Once serving, write the bound address to this file (for scripts that use port 0).
     #[arg(long, env = "ZARIS_READY_FILE")]
     ready_file: Option<PathBuf>,
@@ -88,6 +93,7 @@ struct FileConfig {
     min_ttl_ms: Option<u64>,
     cluster_name: Option<String>,
     snapshot_entries: Option<u64>,
+    resolve_timeout_ms: Option<u64>,
     ready_file: Option<PathBuf>,
 }
 
@@ -102,22 +108,20 @@ pub fn parse_initial_cluster(text: &str) -> anyhow::Result<BTreeMap<u64, String>
     parse_members("initial cluster", text)
 }
 
-/// Parses an `id=ip:port,...` list; `what` names it in errors.
+/// Parses an `id=host:port,...` list; `what` names it in errors.
 pub(crate) fn parse_members(what: &str, text: &str) -> anyhow::Result<BTreeMap<u64, String>> {
     let mut members = BTreeMap::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let Some((id, addr)) = part.split_once('=') else {
-            bail!("{what} entry {part:?} is not id=ip:port");
+            bail!("{what} entry {part:?} is not id=host:port");
         };
         let id: u64 = id
             .trim()
             .parse()
             .with_context(|| format!("{what} entry {part:?}: bad node id"))?;
         let addr = addr.trim();
-        if addr.parse::<SocketAddr>().is_err() {
-            bail!(
-                "{what} entry {part:?}: {addr:?} is not ip:port (host names are not accepted here yet)"
-            );
+        if let Err(why) = zaris_server::check_address(addr) {
+            bail!("{what} entry {part:?}: {why}");
         }
         if members.insert(id, addr.to_string()).is_some() {
             bail!("{what} names node {id} twice");
@@ -169,6 +173,9 @@ pub(crate) fn build_config(args: &ServeArgs) -> anyhow::Result<(NodeConfig, Opti
     }
     if let Some(entries) = args.snapshot_entries.or(file.snapshot_entries) {
         config.snapshot_entries = entries;
+    }
+    if let Some(ms) = args.resolve_timeout_ms.or(file.resolve_timeout_ms) {
+        config.resolve_timeout_ms = ms;
     }
     config.faults = args.faults.to_config()?;
     config.validate()?;

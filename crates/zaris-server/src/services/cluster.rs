@@ -229,10 +229,15 @@ impl Cluster for ClusterService {
     ) -> Result<Response<MemberAddResponse>, Status> {
         let request = request.into_inner();
         Self::validate_id(request.id)?;
-        if request.address.is_empty() || request.address.parse::<std::net::SocketAddr>().is_err() {
+        if let Err(why) = crate::address::check(&request.address) {
+            return Err(ApiError::invalid_argument(format!("member address {why}")).into());
+        }
+        // The leader dials the new member: a name it cannot resolve is refused now, not found
+        // out by a learner that never catches up.
+        if let Err(why) = crate::address::resolve(&request.address).await {
             return Err(ApiError::invalid_argument(format!(
-                "member address {:?} is not ip:port (host names are not accepted yet)",
-                request.address
+                "member address: {why} (from member {})",
+                self.0.node_id
             ))
             .into());
         }

@@ -11,5 +11,6 @@ mod input;
 mod leases;
 mod locks;
 mod membership;
+mod names;
 mod proxy;
 mod watch;

@@ -306,7 +306,7 @@ pub enum MemberCmd {
         /// Node id of the new member (non-zero, never used before).
         #[arg(value_parser = clap::value_parser!(u64).range(1..))]
         id: u64,
-        /// The new member's address (ip:port) for clients and peers.
+        /// The new member's address (host:port: a name or an IP address) for clients and peers.
         address: String,
         /// Leave it a learner (non-voting); promote later with `zaris member promote`.
         #[arg(long)]

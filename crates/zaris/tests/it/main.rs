@@ -6,4 +6,5 @@ mod crash;
 mod demo;
 mod dump;
 mod fatal;
+mod names;
 mod procs;
