@@ -235,14 +235,10 @@ pub async fn revoke_burst(client: &Client, leases: usize) -> anyhow::Result<()> 
     }
     // Count the burst's leases (they alone have this TTL) still alive, page by page.
     let mut left = 0;
-    let mut after = 0;
+    let mut after = LeaseId::NONE;
     loop {
-        let page = client.leases(LeaseId::new(after), 10_000).await?;
-        left += page
-            .leases
-            .iter()
-            .filter(|l| l.ttl_ms == ttl.as_millis() as u64)
-            .count();
+        let page = client.leases(after, 10_000).await?;
+        left += page.leases.iter().filter(|l| l.ttl == ttl).count();
         match page.leases.last() {
             Some(last) if page.more => after = last.id,
             _ => break,

@@ -6,13 +6,12 @@
 //! whose lease ends loses the lock and its key in one replicated entry, and the next candidate
 //! takes over with a higher token. Observers watch the key.
 
-use zaris_proto::v1::KeyValue;
 use zaris_types::{FencingToken, LeaseId, Revision};
 
 use crate::client::Client;
 use crate::error::Error;
 use crate::keepalive::ExpiredReason;
-use crate::kv::{DeleteOptions, PutOptions};
+use crate::kv::{DeleteOptions, KeyValue, PutOptions};
 use crate::lease_handle::Lease;
 use crate::lock_guard::LockGuard;
 use crate::watch::{WatchOptions, Watcher};
@@ -39,8 +38,8 @@ impl Incumbent {
     fn from_kv(kv: KeyValue) -> Incumbent {
         Incumbent {
             value: kv.value,
-            lease: LeaseId::new(kv.lease),
-            revision: Revision::new(kv.mod_revision),
+            lease: kv.lease.unwrap_or(LeaseId::NONE),
+            revision: kv.mod_revision,
         }
     }
 }

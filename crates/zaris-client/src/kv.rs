@@ -3,13 +3,61 @@
 
 use zaris_proto::v1::kv_client::KvClient;
 use zaris_proto::v1::{
-    DeleteRangeRequest, DeleteResult, Guard, KeyValue, PutRequest, PutResult, RangeRequest,
-    TxnOpResponse, TxnRequest, TxnResult, txn_op,
+    self as pb, DeleteRangeRequest, DeleteResult, PutRequest, PutResult, RangeRequest, TxnRequest,
+    TxnResult, txn_op, txn_op_response,
 };
 use zaris_types::{FencingToken, LeaseId, Revision};
 
 use crate::client::{CallSpec, Client, unexpected};
 use crate::error::Error;
+
+/// A stored key and its metadata.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyValue {
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+    /// Revision of the put that created this incarnation of the key.
+    pub create_revision: Revision,
+    /// Revision of the key's last change (in a delete event, of the delete).
+    pub mod_revision: Revision,
+    /// Puts since the key was created, from 1 (0 in a delete event).
+    pub version: u64,
+    /// The lease the key is bound to, if any: the key is deleted when that lease ends.
+    pub lease: Option<LeaseId>,
+}
+
+impl From<pb::KeyValue> for KeyValue {
+    fn from(kv: pb::KeyValue) -> KeyValue {
+        KeyValue {
+            key: kv.key,
+            value: kv.value,
+            create_revision: Revision::new(kv.create_revision),
+            mod_revision: Revision::new(kv.mod_revision),
+            version: kv.version,
+            lease: LeaseId::new(kv.lease).some(),
+        }
+    }
+}
+
+/// A write's condition: it applies only while lock `lock` is held with fencing token `token`
+/// (see [`LockGuard::fence`](crate::LockGuard::fence)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    /// The lock's name.
+    pub lock: String,
+    /// The token the holder acquired it with.
+    pub token: FencingToken,
+}
+
+impl From<Fence> for pb::Guard {
+    /// The wire form, for a transaction's `guard` ([`Client::txn`] takes the wire request).
+    fn from(fence: Fence) -> pb::Guard {
+        pb::Guard {
+            lock_name: fence.lock,
+            token: fence.token.get(),
+        }
+    }
+}
 
 /// A read: the keys found, in ascending key order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -53,7 +101,41 @@ pub struct TxnOutcome {
     /// The revision the transaction applied at.
     pub revision: Revision,
     /// One result per operation of the branch that ran, in order.
-    pub responses: Vec<TxnOpResponse>,
+    pub results: Vec<TxnOpResult>,
+}
+
+/// What one operation of the transaction's branch did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxnOpResult {
+    /// A put (in a transaction that applied, every put did), with the previous pair if asked.
+    Put { prev_kv: Option<KeyValue> },
+    /// A delete: how many keys, and the deleted pairs if asked.
+    Deleted {
+        deleted: u64,
+        prev_kvs: Vec<KeyValue>,
+    },
+    /// A read, at the transaction's revision.
+    Range(Range),
+}
+
+impl TxnOpResult {
+    fn from_wire(op: pb::TxnOpResponse, revision: Revision) -> Option<TxnOpResult> {
+        Some(match op.response? {
+            txn_op_response::Response::Put(put) => TxnOpResult::Put {
+                prev_kv: put.prev_kv.map(KeyValue::from),
+            },
+            txn_op_response::Response::DeleteRange(delete) => TxnOpResult::Deleted {
+                deleted: delete.deleted,
+                prev_kvs: delete.prev_kvs.into_iter().map(KeyValue::from).collect(),
+            },
+            txn_op_response::Response::Range(range) => TxnOpResult::Range(Range {
+                kvs: range.kvs.into_iter().map(KeyValue::from).collect(),
+                more: range.more,
+                count: range.count,
+                revision,
+            }),
+        })
+    }
 }
 
 /// Options of [`Client::put`].
@@ -61,10 +143,10 @@ pub struct TxnOutcome {
 pub struct PutOptions {
     /// Bind the key to this lease; `None` = unbound (a put without a lease unbinds the key).
     pub lease: Option<LeaseId>,
-    /// Return the previous key-value pair in [`PutResponse::prev_kv`].
+    /// Return the previous key-value pair in [`Written::prev_kv`].
     pub prev_kv: bool,
     /// Apply only while this lock is held with this fencing token.
-    pub guard: Option<Guard>,
+    pub guard: Option<Fence>,
 }
 
 /// Options of [`Client::range`]. The default reads exactly one key, linearizably.
@@ -85,10 +167,10 @@ pub struct RangeOptions {
 pub struct DeleteOptions {
     /// Treat the key as a prefix.
     pub prefix: bool,
-    /// Return the deleted pairs in [`DeleteRangeResponse::prev_kvs`].
+    /// Return the deleted pairs in [`Deleted::prev_kvs`].
     pub prev_kv: bool,
     /// Apply only while this lock is held with this fencing token.
-    pub guard: Option<Guard>,
+    pub guard: Option<Fence>,
 }
 
 impl Client {
@@ -114,7 +196,7 @@ impl Client {
             )
             .await?;
         Ok(Range {
-            kvs: response.kvs,
+            kvs: response.kvs.into_iter().map(KeyValue::from).collect(),
             more: response.more,
             count: response.count,
             revision: response
@@ -138,14 +220,14 @@ impl Client {
         value: impl Into<Vec<u8>>,
         options: PutOptions,
     ) -> Result<Written, Error> {
-        let guard = options.guard.clone();
+        let guard = options.guard.clone().map(pb::Guard::from);
         let lease = options.lease.unwrap_or(LeaseId::NONE);
         let request = PutRequest {
             key: key.into(),
             value: value.into(),
-            lease: (options.lease.unwrap_or(LeaseId::NONE)).get(),
+            lease: lease.get(),
             prev_kv: options.prev_kv,
-            guard: options.guard,
+            guard: guard.clone(),
             request_id: Some(self.next_request_id()),
         };
         let response = self
@@ -160,7 +242,7 @@ impl Client {
                 revision: response
                     .header
                     .map_or(Revision::ZERO, |h| Revision::new(h.revision)),
-                prev_kv: response.prev_kv,
+                prev_kv: response.prev_kv.map(KeyValue::from),
             }),
             Ok(PutResult::GuardFailed) => Err(not_held(guard)),
             Ok(PutResult::LeaseNotFound) => Err(Error::LeaseNotFound { id: lease }),
@@ -182,7 +264,7 @@ impl Client {
             key: key.into(),
             prefix: options.prefix,
             prev_kv: options.prev_kv,
-            guard: options.guard,
+            guard: options.guard.map(pb::Guard::from),
             request_id: Some(self.next_request_id()),
             ..DeleteRangeRequest::default()
         };
@@ -208,7 +290,7 @@ impl Client {
                     .header
                     .map_or(Revision::ZERO, |h| Revision::new(h.revision)),
                 deleted: response.deleted,
-                prev_kvs: response.prev_kvs,
+                prev_kvs: response.prev_kvs.into_iter().map(KeyValue::from).collect(),
             }),
             Ok(DeleteResult::GuardFailed) => Err(not_held(guard)),
             _ => Err(unexpected(
@@ -251,18 +333,29 @@ impl Client {
                 ));
             }
         };
+        let revision = Revision::new(response.header.as_ref().map_or(0, |h| h.revision));
+        let mut results = Vec::with_capacity(response.responses.len());
+        for op in response.responses {
+            match TxnOpResult::from_wire(op, revision) {
+                Some(result) => results.push(result),
+                None => {
+                    return Err(unexpected(
+                        response.header.as_ref(),
+                        "a transaction operation without a result",
+                    ));
+                }
+            }
+        }
         Ok(TxnOutcome {
             succeeded,
-            revision: response
-                .header
-                .map_or(Revision::ZERO, |h| Revision::new(h.revision)),
-            responses: response.responses,
+            revision,
+            results,
         })
     }
 }
 
 /// The refusal of a write whose guard no longer holds.
-fn not_held(guard: Option<Guard>) -> Error {
+fn not_held(guard: Option<pb::Guard>) -> Error {
     let guard = guard.unwrap_or_default();
     Error::NotHeld {
         lock: guard.lock_name,

@@ -9,8 +9,8 @@ use futures::StreamExt;
 use tonic::Status;
 use zaris_proto::v1::lease_client::LeaseClient;
 use zaris_proto::v1::{
-    GrantResult, LeaseGrantRequest, LeaseKeepAliveRequest, LeaseKeepAliveResponse,
-    LeaseListRequest, LeaseRevokeRequest, LeaseSummary, LeaseTimeToLiveRequest, RevokeResult,
+    self as pb, GrantResult, LeaseGrantRequest, LeaseKeepAliveRequest, LeaseKeepAliveResponse,
+    LeaseListRequest, LeaseRevokeRequest, LeaseTimeToLiveRequest, RevokeResult,
 };
 use zaris_types::{LeaseId, Revision};
 
@@ -106,6 +106,33 @@ pub struct LeaseInfo {
     pub locks_waiting: Vec<String>,
     /// The revision this description reflects.
     pub revision: Revision,
+}
+
+/// A lease in a [`LeasePage`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LeaseSummary {
+    /// The lease id.
+    pub id: LeaseId,
+    /// The TTL it was granted with.
+    pub ttl: Duration,
+    /// The Raft leader's estimate of the time left (zero: overdue, a revoke is pending).
+    pub remaining_ttl: Duration,
+    /// Keys bound to it.
+    pub key_count: u64,
+    /// Locks it holds.
+    pub lock_count: u64,
+}
+
+impl LeaseSummary {
+    fn from_wire(lease: pb::LeaseSummary) -> LeaseSummary {
+        LeaseSummary {
+            id: LeaseId::new(lease.id),
+            ttl: Duration::from_millis(lease.ttl_ms),
+            remaining_ttl: Duration::from_millis(lease.remaining_ttl_ms),
+            key_count: lease.key_count,
+            lock_count: lease.lock_count,
+        }
+    }
 }
 
 /// One page of the lease list.
@@ -274,7 +301,11 @@ impl Client {
             )
             .await?;
         Ok(LeasePage {
-            leases: response.leases,
+            leases: response
+                .leases
+                .into_iter()
+                .map(LeaseSummary::from_wire)
+                .collect(),
             more: response.more,
             revision: Revision::new(response.header.map_or(0, |h| h.revision)),
         })

@@ -73,8 +73,11 @@ pub use election::{Election, Incumbent, LeaderObserver, Leadership};
 pub use error::{Error, RpcError};
 pub use keepalive::{ExpiredReason, LeaseState, MAX_IDS_PER_RENEWAL};
 pub use keepalive_stream::KeepAliveStream;
-pub use kv::{DeleteOptions, Deleted, PutOptions, Range, RangeOptions, TxnOutcome, Written};
-pub use lease::{LeaseGrant, LeaseInfo, LeasePage, Renewal, Renewed, Revocation};
+pub use kv::{
+    DeleteOptions, Deleted, Fence, KeyValue, PutOptions, Range, RangeOptions, TxnOpResult,
+    TxnOutcome, Written,
+};
+pub use lease::{LeaseGrant, LeaseInfo, LeasePage, LeaseSummary, Renewal, Renewed, Revocation};
 pub use lease_handle::Lease;
 pub use lock::{LockHolder, LockOutcome, LockStatus, UnlockOutcome};
 pub use lock_guard::LockGuard;
@@ -82,6 +85,5 @@ pub use presence::{Member, Presence, PresenceEvent, PresenceWatch};
 pub use watch::{EventKind, WatchEvent, WatchOptions, Watcher};
 /// The wire types, re-exported so callers need not depend on `zaris-proto` directly.
 pub use zaris_proto::v1 as proto;
-pub use zaris_proto::v1::{KeyValue, LeaseSummary};
 /// The identifiers every call takes and returns.
 pub use zaris_types::{FencingToken, LeaseId, Revision};

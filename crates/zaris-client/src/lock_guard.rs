@@ -5,7 +5,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zaris_proto::v1::Guard;
 use zaris_types::{FencingToken, Revision};
 
 use crate::lock::{LockOutcome, UnlockOutcome};
@@ -13,7 +12,7 @@ use crate::lock::{LockOutcome, UnlockOutcome};
 use crate::client::unexpected;
 use crate::error::Error;
 use crate::keepalive::ExpiredReason;
-use crate::kv::{DeleteOptions, PutOptions};
+use crate::kv::{DeleteOptions, Fence, PutOptions};
 use crate::lease_handle::Lease;
 use crate::queue_place::{Holding, QueuePlace};
 
@@ -220,10 +219,10 @@ impl LockGuard {
 
     /// The guard to attach to writes ([`PutOptions::guard`], [`DeleteOptions::guard`], or a
     /// transaction's guard) so the store applies them only while this token holds the lock.
-    pub fn fence(&self) -> Guard {
-        Guard {
-            lock_name: self.name.clone(),
-            token: self.token.get(),
+    pub fn fence(&self) -> Fence {
+        Fence {
+            lock: self.name.clone(),
+            token: self.token,
         }
     }
 

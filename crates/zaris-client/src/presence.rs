@@ -6,12 +6,11 @@
 
 use std::collections::BTreeSet;
 
-use zaris_proto::v1::KeyValue;
 use zaris_types::{LeaseId, Revision};
 
 use crate::client::Client;
 use crate::error::Error;
-use crate::kv::{DeleteOptions, PutOptions, RangeOptions};
+use crate::kv::{DeleteOptions, KeyValue, PutOptions, RangeOptions};
 use crate::lease_handle::Lease;
 use crate::watch::{EventKind, WatchOptions, Watcher};
 
@@ -180,8 +179,8 @@ fn member_of(prefix: &str, kv: KeyValue) -> Option<Member> {
     Some(Member {
         name: String::from_utf8_lossy(name).into_owned(),
         metadata: kv.value,
-        lease: LeaseId::new(kv.lease),
-        revision: Revision::new(kv.mod_revision),
+        lease: kv.lease.unwrap_or(LeaseId::NONE),
+        revision: kv.mod_revision,
     })
 }
 

@@ -10,14 +10,15 @@ use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use zaris_proto::v1::watch_client::WatchClient;
 use zaris_proto::v1::{
-    self as pb, EventType, KeyValue, WatchCancelReason, WatchCreateRequest, WatchRequest,
-    WatchResponse, watch_request,
+    self as pb, EventType, WatchCancelReason, WatchCreateRequest, WatchRequest, WatchResponse,
+    watch_request,
 };
 use zaris_types::{LeaseId, Revision};
 
 use crate::client::Client;
 use crate::endpoint::Target;
 use crate::error::{Error, RpcError};
+use crate::kv::KeyValue;
 use crate::routing::{Next, Router};
 
 /// Batches of events buffered between the watch task and the caller. When the caller reads
@@ -100,8 +101,8 @@ impl WatchEvent {
     fn from_wire(event: pb::Event) -> Option<WatchEvent> {
         Some(WatchEvent {
             kind: EventKind::from_wire(event.r#type)?,
-            kv: event.kv.unwrap_or_default(),
-            prev_kv: event.prev_kv,
+            kv: KeyValue::from(event.kv.unwrap_or_default()),
+            prev_kv: event.prev_kv.map(KeyValue::from),
             lease: LeaseId::new(event.lease),
             revision: Revision::new(event.revision),
         })

@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
-use zaris_client::proto::Guard;
-use zaris_client::{Error, FencingToken, LeaseId, LockOutcome, PutOptions, UnlockOutcome};
+use zaris_client::{Error, Fence, FencingToken, LeaseId, LockOutcome, PutOptions, UnlockOutcome};
 
 use super::Ctx;
 use crate::history::Call;
@@ -226,9 +225,9 @@ async fn guarded_put(ctx: &Ctx, process: &mut Process, token: u64, round: u32) {
     };
     ctx.recorder.invoke(p, 0, call.clone());
     let options = PutOptions {
-        guard: Some(Guard {
-            lock_name: LOCK.into(),
-            token,
+        guard: Some(Fence {
+            lock: LOCK.into(),
+            token: FencingToken::new(token),
         }),
         ..PutOptions::default()
     };

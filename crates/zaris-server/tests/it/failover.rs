@@ -31,7 +31,7 @@ async fn writes_sent_to_a_follower_succeed_through_the_redirect() {
     let kv = client.get("job/1").await.expect("get").expect("key exists");
     assert_eq!(
         (kv.value.as_slice(), kv.lease),
-        (&b"owner"[..], lease.id.get())
+        (&b"owner"[..], Some(lease.id))
     );
     assert_eq!(
         client.cached_raft_leader(),

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
+use zaris_client::Fence;
 use zaris_client::{Error, LockHolder, LockOutcome, PutOptions, UnlockOutcome};
 use zaris_core::{FencingToken, LeaseId, Revision};
-use zaris_proto::v1::Guard;
 use zaris_testkit::cluster::TestCluster;
 
 /// The fencing token of a lock call that must have been granted.
@@ -66,9 +66,9 @@ async fn waiters_get_the_lock_in_order_with_higher_tokens() {
             "resource",
             "from A",
             PutOptions {
-                guard: Some(Guard {
-                    lock_name: "q".into(),
-                    token: first,
+                guard: Some(Fence {
+                    lock: "q".into(),
+                    token: FencingToken::new(first),
                 }),
                 ..PutOptions::default()
             },
@@ -97,9 +97,9 @@ async fn waiters_get_the_lock_in_order_with_higher_tokens() {
             "resource",
             "from C",
             PutOptions {
-                guard: Some(Guard {
-                    lock_name: "q".into(),
-                    token: c_held,
+                guard: Some(Fence {
+                    lock: "q".into(),
+                    token: FencingToken::new(c_held),
                 }),
                 ..PutOptions::default()
             },

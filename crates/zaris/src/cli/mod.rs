@@ -699,11 +699,11 @@ impl Cli {
 
     async fn lease_list(&self) -> Result<()> {
         let mut leases = Vec::new();
-        let mut after_id = 0;
+        let mut after_id = LeaseId::NONE;
         loop {
             let page = self
                 .client
-                .leases(LeaseId::new(after_id), 0)
+                .leases(after_id, 0)
                 .await
                 .map_err(|e| self.fail(&e))?;
             let last = page.leases.last().map(|lease| lease.id);

@@ -2,12 +2,11 @@
 //! otherwise. Pure functions from responses to text, so they are tested without a cluster.
 
 use serde_json::{Value, json};
-use zaris_client::proto::txn_op_response::Response as OpResponse;
-use zaris_client::proto::{ErrorCode, PutResult};
+use zaris_client::proto::ErrorCode;
 use zaris_client::{
     ClusterMember, Deleted, EventKind, ExpiredReason, Incumbent, KeyValue, LeaseId, LeaseInfo,
-    LeaseSummary, Member as PresenceMember, NodeStatus, PresenceEvent, Range, TxnOutcome,
-    WatchEvent, Written,
+    LeaseSummary, Member as PresenceMember, NodeStatus, PresenceEvent, Range, TxnOpResult,
+    TxnOutcome, WatchEvent, Written,
 };
 
 use super::duration::{format_ms, millis};
@@ -15,16 +14,6 @@ use super::duration::{format_ms, millis};
 /// Bytes as text for display; invalid UTF-8 is replaced, not rejected.
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// The result of a Put inside a transaction (nested responses keep the wire's result value).
-pub(crate) fn put_result_name(result: i32) -> &'static str {
-    match PutResult::try_from(result) {
-        Ok(PutResult::Ok) => "ok",
-        Ok(PutResult::GuardFailed) => "guard_failed",
-        Ok(PutResult::LeaseNotFound) => "lease_not_found",
-        Ok(PutResult::Unspecified) | Err(_) => "unknown",
-    }
 }
 
 /// Left-aligned columns separated by two spaces; the last column is not padded.
@@ -145,7 +134,7 @@ pub(crate) fn kv_json(kv: &KeyValue) -> Value {
     json!({
         "key": text(&kv.key),
         "value": text(&kv.value),
-        "lease": kv.lease,
+        "lease": kv.lease.map_or(0, LeaseId::get),
         "mod_revision": kv.mod_revision,
         "create_revision": kv.create_revision,
         "version": kv.version,
@@ -171,10 +160,8 @@ fn kvs_text(kvs: &[KeyValue], more: bool, count: u64) -> String {
             vec![
                 text(&kv.key),
                 text(&kv.value),
-                match kv.lease {
-                    0 => "-".to_owned(),
-                    lease => lease.to_string(),
-                },
+                kv.lease
+                    .map_or_else(|| "-".to_owned(), |lease| lease.to_string()),
                 kv.mod_revision.to_string(),
                 kv.version.to_string(),
             ]
@@ -289,8 +276,8 @@ pub(crate) fn leases_json(leases: &[LeaseSummary]) -> Value {
         .map(|lease| {
             json!({
                 "id": lease.id,
-                "ttl_ms": lease.ttl_ms,
-                "remaining_ttl_ms": lease.remaining_ttl_ms,
+                "ttl_ms": millis(lease.ttl),
+                "remaining_ttl_ms": millis(lease.remaining_ttl),
                 "key_count": lease.key_count,
                 "lock_count": lease.lock_count,
             })
@@ -308,8 +295,8 @@ pub(crate) fn leases_text(leases: &[LeaseSummary]) -> String {
         .map(|lease| {
             vec![
                 lease.id.to_string(),
-                format_ms(lease.ttl_ms),
-                format_ms(lease.remaining_ttl_ms),
+                format_ms(millis(lease.ttl)),
+                format_ms(millis(lease.remaining_ttl)),
                 lease.key_count.to_string(),
                 lease.lock_count.to_string(),
             ]
@@ -525,11 +512,11 @@ pub(crate) fn leader_text(election: &str, incumbent: Option<&Incumbent>) -> Stri
     }
 }
 
-fn txn_op_json(response: &OpResponse) -> Value {
-    match response {
-        OpResponse::Put(put) => json!({ "op": "put", "result": put_result_name(put.result) }),
-        OpResponse::DeleteRange(delete) => json!({ "op": "del", "deleted": delete.deleted }),
-        OpResponse::Range(range) => json!({
+fn txn_op_json(result: &TxnOpResult) -> Value {
+    match result {
+        TxnOpResult::Put { .. } => json!({ "op": "put", "result": "ok" }),
+        TxnOpResult::Deleted { deleted, .. } => json!({ "op": "del", "deleted": deleted }),
+        TxnOpResult::Range(range) => json!({
             "op": "get",
             "kvs": range.kvs.iter().map(kv_json).collect::<Vec<_>>(),
             "count": range.count,
@@ -542,15 +529,7 @@ fn txn_op_json(response: &OpResponse) -> Value {
 /// of that branch. (A refused transaction, guard_failed or lease_not_found, is printed by the
 /// command as `{"result": ...}` alone.)
 pub(crate) fn txn_json(txn: &TxnOutcome) -> Value {
-    let responses: Vec<Value> = txn
-        .responses
-        .iter()
-        .map(|op| {
-            op.response
-                .as_ref()
-                .map_or_else(|| json!({ "op": "unknown" }), txn_op_json)
-        })
-        .collect();
+    let responses: Vec<Value> = txn.results.iter().map(txn_op_json).collect();
     json!({
         "result": if txn.succeeded { "succeeded" } else { "failed" },
         "revision": txn.revision,
@@ -565,22 +544,19 @@ pub(crate) fn txn_text(txn: &TxnOutcome) -> String {
         "failed: the --else operations ran"
     };
     let mut out = format!("{branch} (revision {})", txn.revision);
-    for op in &txn.responses {
+    for op in &txn.results {
         out.push('\n');
-        match &op.response {
-            Some(OpResponse::Put(put)) => {
-                out.push_str(&format!("put: {}", put_result_name(put.result)));
+        match op {
+            TxnOpResult::Put { .. } => out.push_str("put: ok"),
+            TxnOpResult::Deleted { deleted, .. } => {
+                let noun = if *deleted == 1 { "key" } else { "keys" };
+                out.push_str(&format!("del: deleted {deleted} {noun}"));
             }
-            Some(OpResponse::DeleteRange(delete)) => {
-                let noun = if delete.deleted == 1 { "key" } else { "keys" };
-                out.push_str(&format!("del: deleted {} {noun}", delete.deleted));
-            }
-            Some(OpResponse::Range(range)) if range.kvs.is_empty() => out.push_str("get: no keys"),
-            Some(OpResponse::Range(range)) => {
+            TxnOpResult::Range(range) if range.kvs.is_empty() => out.push_str("get: no keys"),
+            TxnOpResult::Range(range) => {
                 out.push_str("get:\n");
                 out.push_str(&kvs_text(&range.kvs, range.more, range.count));
             }
-            None => out.push_str("unknown operation result"),
         }
     }
     out
@@ -676,7 +652,6 @@ mod tests {
 
     use super::*;
 
-    use zaris_client::proto::{DeleteRangeResponse, PutResponse, RangeResponse};
     use zaris_client::{MemberKind, Revision, Role};
 
     fn member(id: u64, kind: MemberKind) -> ClusterMember {
@@ -767,18 +742,18 @@ mod tests {
                 KeyValue {
                     key: b"a".to_vec(),
                     value: b"1".to_vec(),
-                    create_revision: 3,
-                    mod_revision: 5,
+                    create_revision: Revision::new(3),
+                    mod_revision: Revision::new(5),
                     version: 2,
-                    lease: 7,
+                    lease: LeaseId::new(7).some(),
                 },
                 KeyValue {
                     key: b"b".to_vec(),
                     value: vec![0xff, b'x'],
-                    create_revision: 4,
-                    mod_revision: 4,
+                    create_revision: Revision::new(4),
+                    mod_revision: Revision::new(4),
                     version: 1,
-                    lease: 0,
+                    lease: LeaseId::new(0).some(),
                 },
             ],
             more: true,
@@ -824,11 +799,6 @@ mod tests {
             json!({"revision": 10, "result": "ok", "prev_kv": null})
         );
         assert_eq!(put_text(&put, true), "OK (revision 10)\nno previous value");
-        assert_eq!(
-            put_result_name(PutResult::LeaseNotFound.into()),
-            "lease_not_found"
-        );
-        assert_eq!(put_result_name(99), "unknown");
 
         let delete = Deleted {
             revision: Revision::new(11),
@@ -872,9 +842,9 @@ mod tests {
         assert_eq!(time_to_live_json(None, 9), json!({"id": 9, "found": false}));
 
         let leases = [LeaseSummary {
-            id: 7,
-            ttl_ms: 10_000,
-            remaining_ttl_ms: 9_000,
+            id: LeaseId::new(7),
+            ttl: Duration::from_millis(10_000),
+            remaining_ttl: Duration::from_millis(9_000),
             key_count: 1,
             lock_count: 0,
         }];
@@ -913,16 +883,16 @@ mod tests {
     fn lease_list_text_shows_remaining_ttl_keys_and_locks() {
         let leases = [
             LeaseSummary {
-                id: 7,
-                ttl_ms: 10_000,
-                remaining_ttl_ms: 8_500,
+                id: LeaseId::new(7),
+                ttl: Duration::from_millis(10_000),
+                remaining_ttl: Duration::from_millis(8_500),
                 key_count: 2,
                 lock_count: 1,
             },
             LeaseSummary {
-                id: 12,
-                ttl_ms: 2_000,
-                remaining_ttl_ms: 900,
+                id: LeaseId::new(12),
+                ttl: Duration::from_millis(2_000),
+                remaining_ttl: Duration::from_millis(900),
                 key_count: 0,
                 lock_count: 0,
             },
@@ -939,10 +909,10 @@ mod tests {
         KeyValue {
             key: key.as_bytes().to_vec(),
             value: value.as_bytes().to_vec(),
-            create_revision: revision,
-            mod_revision: revision,
+            create_revision: Revision::new(revision),
+            mod_revision: Revision::new(revision),
             version: 1,
-            lease,
+            lease: LeaseId::new(lease).some(),
         }
     }
 
@@ -1072,28 +1042,21 @@ mod tests {
 
     #[test]
     fn txn_output_names_the_branch_and_each_result() {
-        use zaris_client::proto::TxnOpResponse;
-
-        let op = |response| TxnOpResponse {
-            response: Some(response),
-        };
         let txn = TxnOutcome {
             revision: Revision::new(21),
             succeeded: true,
-            responses: vec![
-                op(OpResponse::Put(PutResponse {
-                    result: PutResult::Ok.into(),
-                    ..PutResponse::default()
-                })),
-                op(OpResponse::DeleteRange(DeleteRangeResponse {
+            results: vec![
+                TxnOpResult::Put { prev_kv: None },
+                TxnOpResult::Deleted {
                     deleted: 1,
-                    ..DeleteRangeResponse::default()
-                })),
-                op(OpResponse::Range(RangeResponse {
+                    prev_kvs: Vec::new(),
+                },
+                TxnOpResult::Range(Range {
                     kvs: vec![kv("k", "v", 0, 21)],
                     count: 1,
-                    ..RangeResponse::default()
-                })),
+                    more: false,
+                    revision: Revision::new(21),
+                }),
             ],
         };
         assert_eq!(
@@ -1116,7 +1079,7 @@ mod tests {
         );
         let failed = TxnOutcome {
             succeeded: false,
-            responses: Vec::new(),
+            results: Vec::new(),
             ..txn
         };
         assert_eq!(txn_json(&failed)["result"], "failed");

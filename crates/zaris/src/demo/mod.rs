@@ -20,10 +20,9 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use zaris_client::proto::Guard;
 use zaris_client::{
-    Client, ClientOptions, EventKind, FencingToken, LeaseId, LockHolder, Presence, PresenceEvent,
-    PutOptions,
+    Client, ClientOptions, EventKind, Fence, FencingToken, LeaseId, LockHolder, Presence,
+    PresenceEvent, PutOptions,
 };
 use zaris_testkit::{Serve, ServeProcess, grow_cluster, try_eventually};
 
@@ -260,9 +259,9 @@ async fn story(t: &Timeline, root: &Path, cast: &mut Cast) -> Result<()> {
             LAST_JOB_KEY,
             "late write from A",
             PutOptions {
-                guard: Some(Guard {
-                    lock_name: JOB_LOCK.into(),
-                    token: a_token,
+                guard: Some(Fence {
+                    lock: JOB_LOCK.into(),
+                    token: FencingToken::new(a_token),
                 }),
                 ..PutOptions::default()
             },
