@@ -6,18 +6,21 @@
 #   scripts/docker-build.sh                # zaris:dev
 #   scripts/docker-build.sh --tag zaris:0.1.0
 #   ZARIS_IMAGE=zaris:ci scripts/docker-build.sh --no-cargo
+#   scripts/docker-build.sh --binary target/debug/zaris --tag zaris:ci   # what .ci/run tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tag=${ZARIS_IMAGE:-zaris:dev}
 cargo_build=1
+bin=
 
 usage() {
   cat <<EOF
-usage: $0 [--tag NAME] [--no-cargo]
+usage: $0 [--tag NAME] [--no-cargo] [--binary PATH]
 
-  --tag NAME   image tag (default \$ZARIS_IMAGE or zaris:dev)
-  --no-cargo   use the existing target/release/zaris instead of running cargo build
+  --tag NAME      image tag (default \$ZARIS_IMAGE or zaris:dev)
+  --no-cargo      use the existing target/release/zaris instead of running cargo build
+  --binary PATH   put this zaris binary in the image (implies --no-cargo)
 Environment: CARGO_TARGET_DIR is honoured; BASE_IMAGE_ARGS is passed to scripts/base-image.sh.
 EOF
 }
@@ -32,6 +35,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --tag) tag=${2:?--tag needs a value}; shift ;;
     --no-cargo) cargo_build=0 ;;
+    --binary) bin=${2:?--binary needs a value}; cargo_build=0; shift ;;
     -h | --help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument: $1" ;;
   esac
@@ -40,7 +44,7 @@ done
 
 started=$SECONDS
 target_dir=${CARGO_TARGET_DIR:-target}
-bin=$target_dir/release/zaris
+bin=${bin:-$target_dir/release/zaris}
 if [ "$cargo_build" = 1 ]; then
   log "cargo build --release -p zaris"
   cargo build --release -p zaris

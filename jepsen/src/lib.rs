@@ -4,10 +4,12 @@
 //!
 //! Code map: `cluster` (processes behind proxies), `proxy` (the links), `nemesis` (faults),
 //! `workload` (clients), `recorder` + `history` (what happened), `check` + `logs` (is it right),
-//! `edn` (saving histories), `run` (one run), `scenarios` (the CI matrix and the self-test).
+//! `edn` (saving histories), `run` (one run), `scenarios` (the CI matrix and the self-test),
+//! `containers` (a cluster of containers under Docker's own faults).
 
 pub mod check;
 pub mod cluster;
+pub mod containers;
 pub mod edn;
 pub mod history;
 pub mod logs;

@@ -91,6 +91,17 @@ enum Cmd {
         #[arg(long)]
         seed: Option<u64>,
     },
+    /// Scenarios against a three-node cluster of containers of `--image` on a Docker network of
+    /// their own (needs Docker; the image from the top-level Dockerfile).
+    #[command(after_help = "Example: zaris-jepsen containers --image zaris:dev")]
+    Containers {
+        /// The node image.
+        #[arg(long, default_value = "zaris:dev")]
+        image: String,
+        /// Run only these scenarios (default: all).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
+    },
     /// Runs each deliberate server bug in the scenario that must expose it; passes only if every
     /// bug is caught.
     #[command(after_help = "Example: zaris-jepsen selftest")]
@@ -130,6 +141,9 @@ fn main() -> ExitCode {
 }
 
 async fn main_async(cli: Cli) -> Result<bool> {
+    if let Cmd::Containers { image, only } = &cli.command {
+        return containers(image, only).await;
+    }
     let zaris = match &cli.common.zaris {
         Some(path) => path.clone(),
         None => build_zaris()?,
@@ -233,6 +247,8 @@ async fn main_async(cli: Cli) -> Result<bool> {
             totals.print(started.elapsed());
             Ok(totals.failed == 0)
         }
+        // Answered before a zaris binary is looked for (it tests an image).
+        Cmd::Containers { image, only } => containers(&image, &only).await,
         Cmd::Selftest { seed } => {
             let seed = seed.unwrap_or_else(rand::random);
             println!("seed {seed}");
@@ -451,4 +467,29 @@ fn build_zaris() -> Result<PathBuf> {
         bail!("{} was not built", zaris.display());
     }
     Ok(zaris)
+}
+
+/// `containers`: every scenario (or those named) on its own cluster; all must pass.
+async fn containers(image: &str, only: &[String]) -> Result<bool> {
+    use zaris_jepsen::containers;
+
+    let (mut passed, mut failed) = (0, 0);
+    for scenario in containers::SCENARIOS {
+        if !only.is_empty() && !only.iter().any(|name| name == scenario) {
+            continue;
+        }
+        let started = std::time::Instant::now();
+        match containers::run(image, scenario).await {
+            Ok(()) => {
+                passed += 1;
+                println!("PASS {scenario} ({:.1}s)", started.elapsed().as_secs_f64());
+            }
+            Err(err) => {
+                failed += 1;
+                println!("FAIL {scenario}: {err:#}");
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    Ok(failed == 0 && passed > 0)
 }

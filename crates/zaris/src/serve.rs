@@ -186,10 +186,13 @@ pub(crate) fn build_config(args: &ServeArgs) -> anyhow::Result<(NodeConfig, Opti
 /// module warn on every failed RPC to a peer (a dead peer: a line per heartbeat, about ten a
 /// second); Zaris reports peer reachability itself, rate-limited (`network.rs`), so those two are
 /// kept to errors. The replication submodules that warn about real trouble (a storage contract
-/// violation, a snapshot that cannot be read) keep their warnings.
+/// violation, a snapshot that cannot be read) keep their warnings. openraft's membership API logs
+/// every membership call that reaches a follower (a routine redirect) at ERROR; the client gets
+/// that answer as NOT_LEADER, so that module is silenced.
 const DEFAULT_LOG_FILTER: &str = "info,openraft=warn,openraft::core::heartbeat=error,\
     openraft::replication=error,openraft::replication::stream_state=warn,\
-    openraft::replication::snapshot_transmitter=warn,openraft::replication::replication_handle=warn";
+    openraft::replication::snapshot_transmitter=warn,openraft::replication::replication_handle=warn,\
+    openraft::raft::api::management=off";
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
