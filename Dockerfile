@@ -34,7 +34,7 @@ COPY ${ZARIS_BIN} /usr/local/bin/zaris
 # Listen on every interface of the container: 7001 for clients and Raft peers, 9001 for
 # /metrics, /health and /ready (the ports docs/operations.md uses for node 1). A cluster member
 # also needs ZARIS_NODE_ID and ZARIS_INITIAL_CLUSTER (or ZARIS_JOIN=true); a single node that
-# may grow later needs ZARIS_ADVERTISE (otherwise it records 0.0.0.0:7001 as its address).
+# may grow later should set ZARIS_ADVERTISE (otherwise it records the container's host name).
 ENV ZARIS_LISTEN=0.0.0.0:7001 \
     ZARIS_HTTP=0.0.0.0:9001 \
     ZARIS_DATA_DIR=/var/lib/zaris

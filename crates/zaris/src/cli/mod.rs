@@ -482,8 +482,8 @@ impl Cli {
     /// Prints `json` (JSON mode) or the text `human` builds (table mode).
     fn emit(&self, json: &Value, human: impl FnOnce() -> String) {
         match self.format {
-            OutputFormat::Json => println!("{json}"),
-            OutputFormat::Table => println!("{}", human()),
+            OutputFormat::Json => print_line(json),
+            OutputFormat::Table => print_line(human()),
         }
     }
 
@@ -617,7 +617,7 @@ impl Cli {
             }
             None => {
                 if self.format == OutputFormat::Json {
-                    println!("{}", json!({ "id": id, "found": false }));
+                    print_line(json!({ "id": id, "found": false }));
                 }
                 bail!("lease {id} not found (it expired or was revoked)")
             }
@@ -782,8 +782,23 @@ impl Cli {
     /// prints nothing: the error message says it all.
     fn emit_json_only(&self, json: &Value) {
         if self.format == OutputFormat::Json {
-            println!("{json}");
+            print_line(json);
         }
+    }
+}
+
+/// Prints one line of output. Into a closed pipe (`zaris status | head -1`, `zaris watch | head`)
+/// the command ends quietly, as `cat` does, instead of panicking on the broken pipe.
+fn print_line(line: impl std::fmt::Display) {
+    use std::io::Write;
+
+    let mut stdout = std::io::stdout().lock();
+    if let Err(err) = writeln!(stdout, "{line}").and_then(|()| stdout.flush()) {
+        if err.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write the output: {err}");
+        std::process::exit(1);
     }
 }
 

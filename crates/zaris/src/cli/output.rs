@@ -582,7 +582,13 @@ pub(crate) fn describe_error(
         let reason = err
             .rpc()
             .and_then(|rpc| {
+                // The kind reads better ("connection refused"), unless it says nothing (a DNS
+                // failure is "uncategorized"): then the cause itself.
                 rpc.io_error_kind()
+                    .filter(|kind| {
+                        *kind != std::io::ErrorKind::Other
+                            && kind.to_string() != "uncategorized error"
+                    })
                     .map(|kind| kind.to_string())
                     .or_else(|| rpc.cause().map(str::to_owned))
             })

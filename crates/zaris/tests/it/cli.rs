@@ -225,6 +225,34 @@ fn cli_drives_a_node_with_json_output() {
     assert!(!err.is_empty());
 }
 
+/// Output into a pipe whose reader is gone (`zaris status | head -0`) ends the command quietly
+/// with status 0; it used to panic on the broken pipe (exit 101).
+#[test]
+fn output_into_a_closed_pipe_ends_the_command_quietly() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let runtime = runtime();
+    let node = runtime.block_on(start(serve(1, root.path())));
+    for args in [&["status"][..], &["member", "list"][..]] {
+        let mut child = Command::new(zaris())
+            .args(["--endpoints", node.endpoint()])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("zaris starts");
+        // The reader goes away before the command has its answer to print.
+        drop(child.stdout.take());
+        let output = child.wait_with_output().expect("zaris ends");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success() && !stderr.contains("panicked"),
+            "{args:?}: {} {stderr}",
+            output.status
+        );
+    }
+}
+
 #[test]
 fn lock_runs_a_command_with_its_token_and_releases_the_lock() {
     let root = tempfile::tempdir().expect("tempdir");
