@@ -255,7 +255,8 @@ impl ContainerCluster {
 }
 
 /// The scenarios, by name.
-pub const SCENARIOS: [&str; 5] = [
+pub const SCENARIOS: [&str; 6] = [
+    "worker-story",
     "leader-kill",
     "leader-pause",
     "leader-partition",
@@ -267,6 +268,7 @@ pub const SCENARIOS: [&str; 5] = [
 pub async fn run(image: &str, scenario: &str) -> Result<()> {
     let cluster = ContainerCluster::start(image, 3).await?;
     let result = match scenario {
+        "worker-story" => worker_story(&cluster).await,
         "leader-kill" => leader_kill(&cluster).await,
         "leader-pause" => leader_pause(&cluster).await,
         "leader-partition" => leader_partition(&cluster).await,
@@ -315,7 +317,9 @@ async fn leader_kill(cluster: &ContainerCluster) -> Result<()> {
     };
 
     cluster.kill(leader).await?;
+    let killed = std::time::Instant::now();
     let next = cluster.leader(&client, Some(leader)).await?;
+    let elected = killed.elapsed();
     let kv = client
         .get("workers/a")
         .await?
@@ -340,7 +344,8 @@ async fn leader_kill(cluster: &ContainerCluster) -> Result<()> {
         .caught_up(leader, written.revision.get(), next)
         .await?;
     println!(
-        "  node {leader} killed: node {next} leads, lease {} with its key and lock intact; node {leader} back and caught up",
+        "  node {leader} killed: node {next} leads ({} ms later, as seen by the client), lease {} with its key and lock intact; node {leader} back and caught up",
+        elected.as_millis(),
         lease.id
     );
     Ok(())
@@ -562,5 +567,68 @@ async fn grow_and_shrink(cluster: &ContainerCluster) -> Result<()> {
     println!(
         "  3 → 5 (zaris-4, zaris-5 added by name) → 3 (nodes 1, 2 removed): data kept, still serving"
     );
+    Ok(())
+}
+
+/// The story `zaris demo` tells, on containers: worker A holds the job lock and dies (its lease
+/// is never renewed again), worker B waits and takes over with a higher fencing token once A's
+/// lease expires, A's late write with its old token is refused; then the leader container is
+/// killed and B keeps the lock.
+async fn worker_story(cluster: &ContainerCluster) -> Result<()> {
+    let client = cluster.client(&[1, 2, 3], Duration::from_secs(20)).await?;
+    let leader = cluster.leader(&client, None).await?;
+    // A: a bare lease nobody renews, as if its process died right after locking.
+    let a = client.grant(Duration::from_secs(3)).await?;
+    let a_token = match client.lock("jobs", a.id, false, Duration::ZERO).await? {
+        LockOutcome::Held { token } => token,
+        other => bail!("A did not get the free lock: {other:?}"),
+    };
+    // B waits in the queue, kept alive by its client.
+    let b_lease = client.lease(Duration::from_secs(5)).await?;
+    let b = b_lease.lock("jobs").await?;
+    ensure!(
+        b.token() > a_token,
+        "B's token {} is not above A's {a_token}",
+        b.token()
+    );
+    ensure!(
+        client.time_to_live(a.id, false).await?.is_none(),
+        "B holds the lock while A's lease {} still exists",
+        a.id
+    );
+    let late = client
+        .put(
+            "jobs/last",
+            "late write from A",
+            PutOptions {
+                guard: Some(zaris_client::Fence {
+                    lock: "jobs".into(),
+                    token: a_token,
+                }),
+                ..PutOptions::default()
+            },
+        )
+        .await;
+    ensure!(
+        matches!(late, Err(zaris_client::Error::NotHeld { .. })),
+        "A's late write with its old token was not refused: {late:?}"
+    );
+    b.put("jobs/last", "written by B", PutOptions::default())
+        .await?;
+
+    cluster.kill(leader).await?;
+    cluster.leader(&client, Some(leader)).await?;
+    b.put(
+        "jobs/last",
+        "B after the leader died",
+        PutOptions::default(),
+    )
+    .await?;
+    ensure!(b.is_held(), "B lost the lock when the leader died");
+    println!(
+        "  A (token {a_token}) died; B took over with token {} after A's lease expired; A's late write refused; B kept the lock through the leader's death",
+        b.token()
+    );
+    b.unlock().await?;
     Ok(())
 }
