@@ -295,22 +295,23 @@ pub async fn run(image: &str, scenario: &str) -> Result<()> {
     result
 }
 
+/// A lease with the key `workers/a` bound to it, as a worker registers itself.
+async fn worker_lease(client: &Client, ttl: Duration) -> Result<zaris_client::LeaseGrant> {
+    let lease = client.grant(ttl).await?;
+    let put = PutOptions {
+        lease: Some(lease.id),
+        ..PutOptions::default()
+    };
+    client.put("workers/a", "up", put).await?;
+    Ok(lease)
+}
+
 /// `docker kill` of the leader: another node leads, and the lease, its key and the lock it holds
 /// are all still there; the killed node comes back and catches up.
 async fn leader_kill(cluster: &ContainerCluster) -> Result<()> {
     let client = cluster.client(&[1, 2, 3], Duration::from_secs(20)).await?;
     let leader = cluster.leader(&client, None).await?;
-    let lease = client.grant(Duration::from_secs(30)).await?;
-    client
-        .put(
-            "workers/a",
-            "up",
-            PutOptions {
-                lease: Some(lease.id),
-                ..PutOptions::default()
-            },
-        )
-        .await?;
+    let lease = worker_lease(&client, Duration::from_secs(30)).await?;
     let token = match client.lock("jobs", lease.id, false, Duration::ZERO).await? {
         LockOutcome::Held { token } => token,
         other => bail!("a free lock was not granted: {other:?}"),
@@ -509,17 +510,7 @@ async fn rolling_restart(cluster: &ContainerCluster) -> Result<()> {
 async fn grow_and_shrink(cluster: &ContainerCluster) -> Result<()> {
     let client = cluster.client(&[1, 2, 3], Duration::from_secs(30)).await?;
     cluster.leader(&client, None).await?;
-    let lease = client.grant(Duration::from_secs(60)).await?;
-    client
-        .put(
-            "workers/a",
-            "up",
-            PutOptions {
-                lease: Some(lease.id),
-                ..PutOptions::default()
-            },
-        )
-        .await?;
+    let lease = worker_lease(&client, Duration::from_secs(60)).await?;
     for id in [4, 5] {
         cluster.create(id, true).await?;
         let members = client
