@@ -605,13 +605,31 @@ pub(crate) fn describe_error(
             last,
             ..
         } => {
-            let what = match last.error_code() {
-                Some(ErrorCode::NoLeader | ErrorCode::NotLeader) => "no Raft leader available",
-                Some(ErrorCode::ShuttingDown) => "the cluster is shutting down",
-                _ => "no endpoint could serve the request",
+            // Redirected to a leader to the end: the cluster has one, but this client could not
+            // reach it (a name only the cluster's network resolves, seen from outside it).
+            let unreached_leader = last
+                .detail()
+                .filter(|d| d.code() == ErrorCode::NotLeader && !d.raft_leader_address.is_empty())
+                .map(|d| (d.raft_leader_id, d.raft_leader_address.clone()));
+            let what = match (last.error_code(), &unreached_leader) {
+                (_, Some((id, address))) => {
+                    format!("the Raft leader, member {id} at {address}, could not be reached")
+                }
+                (Some(ErrorCode::NoLeader | ErrorCode::NotLeader), None) => {
+                    "no Raft leader available".to_owned()
+                }
+                (Some(ErrorCode::ShuttingDown), None) => "the cluster is shutting down".to_owned(),
+                _ => "no endpoint could serve the request".to_owned(),
+            };
+            let hint = match &unreached_leader {
+                Some((id, _)) => format!(
+                    "; if this client cannot reach that address, add an endpoint of member {id} \
+                     (for a compose cluster: every node's published port)"
+                ),
+                None => String::new(),
             };
             format!(
-                "{what} (gave up after {attempts} attempts in {:.1}s): {}{unknown_outcome}",
+                "{what} (gave up after {attempts} attempts in {:.1}s): {}{unknown_outcome}{hint}",
                 elapsed.as_secs_f64(),
                 rpc_message(last),
             )
@@ -1177,5 +1195,31 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains('\n'));
+
+        // Redirected to the end to a leader this client could not reach (issue 11: a compose
+        // cluster's service name, seen from the host).
+        let mut redirect = zaris_client::proto::ErrorDetail::new(
+            ErrorCode::NotLeader,
+            Outcome::Definite,
+            "not the Raft leader",
+        );
+        redirect.raft_leader_id = 1;
+        redirect.raft_leader_address = "zaris-1:7001".into();
+        let err = Error::DeadlineExhausted {
+            attempts: 19,
+            elapsed: Duration::from_millis(9_600),
+            last: Box::new(Error::from(RpcError::from_status(
+                &redirect.into_status(),
+                "127.0.0.3:7002",
+            ))),
+            outcome: Outcome::Definite,
+        };
+        let text = describe_error(&err, &endpoints, false);
+        assert!(
+            text.starts_with(
+                "the Raft leader, member 1 at zaris-1:7001, could not be reached (gave up after 19 attempts"
+            ) && text.ends_with("add an endpoint of member 1 (for a compose cluster: every node's published port)"),
+            "{text}"
+        );
     }
 }
