@@ -567,6 +567,11 @@ impl Client {
     }
 }
 
+/// The revision a response reflects (zero for a response without a header).
+pub(crate) fn header_revision(header: Option<&ResponseHeader>) -> Revision {
+    Revision::new(header.map_or(0, |h| h.revision))
+}
+
 /// A response that breaks the contract (for example a result value this client does not know),
 /// from the member named in `header`.
 pub(crate) fn unexpected(header: Option<&ResponseHeader>, reason: impl Into<String>) -> Error {

@@ -7,7 +7,7 @@ use zaris_proto::v1::{
 };
 use zaris_types::Revision;
 
-use crate::client::{CallSpec, Client};
+use crate::client::{CallSpec, Client, header_revision};
 use crate::error::Error;
 
 /// A member's Raft role, as it sees itself.
@@ -166,9 +166,7 @@ impl Client {
             raft_term: response.raft_term,
             commit_index: response.commit_index,
             applied_index: response.applied_index,
-            revision: response
-                .header
-                .map_or(Revision::ZERO, |h| Revision::new(h.revision)),
+            revision: header_revision(response.header.as_ref()),
             members: response
                 .members
                 .into_iter()

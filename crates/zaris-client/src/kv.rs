@@ -8,7 +8,7 @@ use zaris_proto::v1::{
 };
 use zaris_types::{FencingToken, LeaseId, Revision};
 
-use crate::client::{CallSpec, Client, unexpected};
+use crate::client::{CallSpec, Client, header_revision, unexpected};
 use crate::error::Error;
 
 /// A stored key and its metadata.
@@ -199,9 +199,7 @@ impl Client {
             kvs: response.kvs.into_iter().map(KeyValue::from).collect(),
             more: response.more,
             count: response.count,
-            revision: response
-                .header
-                .map_or(Revision::ZERO, |h| Revision::new(h.revision)),
+            revision: header_revision(response.header.as_ref()),
         })
     }
 
@@ -239,9 +237,7 @@ impl Client {
             .await?;
         match PutResult::try_from(response.result) {
             Ok(PutResult::Ok) => Ok(Written {
-                revision: response
-                    .header
-                    .map_or(Revision::ZERO, |h| Revision::new(h.revision)),
+                revision: header_revision(response.header.as_ref()),
                 prev_kv: response.prev_kv.map(KeyValue::from),
             }),
             Ok(PutResult::GuardFailed) => Err(not_held(guard)),
@@ -286,9 +282,7 @@ impl Client {
             .await?;
         match DeleteResult::try_from(response.result) {
             Ok(DeleteResult::Ok) => Ok(Deleted {
-                revision: response
-                    .header
-                    .map_or(Revision::ZERO, |h| Revision::new(h.revision)),
+                revision: header_revision(response.header.as_ref()),
                 deleted: response.deleted,
                 prev_kvs: response.prev_kvs.into_iter().map(KeyValue::from).collect(),
             }),
@@ -322,9 +316,7 @@ impl Client {
             Ok(TxnResult::CompareFailed) => false,
             Ok(TxnResult::GuardFailed) => return Err(not_held(guard)),
             Ok(TxnResult::LeaseNotFound) => {
-                return Err(Error::LeaseNotFound {
-                    id: LeaseId::new(lease),
-                });
+                return Err(Error::LeaseNotFound { id: lease });
             }
             _ => {
                 return Err(unexpected(
@@ -333,7 +325,7 @@ impl Client {
                 ));
             }
         };
-        let revision = Revision::new(response.header.as_ref().map_or(0, |h| h.revision));
+        let revision = header_revision(response.header.as_ref());
         let mut results = Vec::with_capacity(response.responses.len());
         for op in response.responses {
             match TxnOpResult::from_wire(op, revision) {
@@ -363,9 +355,9 @@ fn not_held(guard: Option<pb::Guard>) -> Error {
     }
 }
 
-/// The lease a transaction's Puts name, if they all name the same one (0 otherwise): the server
-/// says only that some lease was missing.
-fn sole_lease(request: &TxnRequest) -> u64 {
+/// The lease a transaction's Puts name, if they all name the same one (`NONE` otherwise): the
+/// server says only that some lease was missing.
+fn sole_lease(request: &TxnRequest) -> LeaseId {
     let mut leases = request
         .success
         .iter()
@@ -375,7 +367,7 @@ fn sole_lease(request: &TxnRequest) -> u64 {
             _ => None,
         });
     match leases.next() {
-        Some(first) if leases.all(|other| other == first) => first,
-        _ => 0,
+        Some(first) if leases.all(|other| other == first) => LeaseId::new(first),
+        _ => LeaseId::NONE,
     }
 }

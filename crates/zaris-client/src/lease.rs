@@ -14,7 +14,7 @@ use zaris_proto::v1::{
 };
 use zaris_types::{LeaseId, Revision};
 
-use crate::client::{CallSpec, Client, millis, unexpected};
+use crate::client::{CallSpec, Client, header_revision, millis, unexpected};
 use crate::error::Error;
 
 /// A granted lease.
@@ -77,7 +77,7 @@ impl From<LeaseKeepAliveResponse> for Renewal {
                 .collect(),
             not_found: response.not_found.into_iter().map(LeaseId::new).collect(),
             seq: response.seq,
-            revision: Revision::new(response.header.map_or(0, |h| h.revision)),
+            revision: header_revision(response.header.as_ref()),
         }
     }
 }
@@ -184,7 +184,7 @@ impl Client {
             Ok(GrantResult::Granted) => Ok(Some(LeaseGrant {
                 id: LeaseId::new(response.id),
                 ttl: Duration::from_millis(response.ttl_ms),
-                revision: Revision::new(response.header.map_or(0, |h| h.revision)),
+                revision: header_revision(response.header.as_ref()),
             })),
             Ok(GrantResult::IdInUse) => Ok(None),
             _ => Err(unexpected(
@@ -211,7 +211,7 @@ impl Client {
             .await?;
         match RevokeResult::try_from(response.result) {
             Ok(RevokeResult::Revoked) => Ok(Revocation::Revoked {
-                revision: Revision::new(response.header.map_or(0, |h| h.revision)),
+                revision: header_revision(response.header.as_ref()),
             }),
             Ok(RevokeResult::NotFound) => Ok(Revocation::NotFound),
             _ => Err(unexpected(
@@ -282,7 +282,7 @@ impl Client {
             keys_truncated: response.keys_truncated,
             locks_held: response.locks_held,
             locks_waiting: response.locks_waiting,
-            revision: Revision::new(response.header.map_or(0, |h| h.revision)),
+            revision: header_revision(response.header.as_ref()),
         }))
     }
 
@@ -307,7 +307,7 @@ impl Client {
                 .map(LeaseSummary::from_wire)
                 .collect(),
             more: response.more,
-            revision: Revision::new(response.header.map_or(0, |h| h.revision)),
+            revision: header_revision(response.header.as_ref()),
         })
     }
 }

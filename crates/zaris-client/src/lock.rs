@@ -6,7 +6,7 @@ use zaris_proto::v1::lock_client::LockClient;
 use zaris_proto::v1::{LockRequest, LockResult, LockStatusRequest, UnlockRequest, UnlockResult};
 use zaris_types::{FencingToken, LeaseId, Revision};
 
-use crate::client::{CallSpec, Client, millis, unexpected};
+use crate::client::{CallSpec, Client, header_revision, millis, unexpected};
 use crate::error::Error;
 
 /// What a Lock call achieved.
@@ -169,9 +169,7 @@ impl Client {
                 token: FencingToken::new(response.token),
             }),
             waiters: response.waiters,
-            revision: response
-                .header
-                .map_or(Revision::ZERO, |h| Revision::new(h.revision)),
+            revision: header_revision(response.header.as_ref()),
         })
     }
 }
