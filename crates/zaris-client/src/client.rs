@@ -219,7 +219,7 @@ reissue!(
     without: pb::RangeRequest, pb::LeaseKeepAliveRequest, pb::LeaseTimeToLiveRequest,
         pb::LeaseListRequest, pb::LockRequest, pb::LockStatusRequest, pb::StatusRequest,
         pb::MemberListRequest, pb::MemberAddRequest, pb::MemberPromoteRequest,
-        pb::MemberRemoveRequest,
+        pb::MemberRemoveRequest, pb::SnapshotRequest,
 );
 
 /// Response messages whose header the client checks (cluster id).

@@ -119,6 +119,13 @@ pub enum Error {
         /// What was wrong with it.
         reason: String,
     },
+    /// Writing what the cluster sent to the caller's output failed (a snapshot to a full disk).
+    /// Nothing on the cluster changed.
+    #[error("cannot write the output: {source}")]
+    Output {
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl Error {
@@ -137,7 +144,8 @@ impl Error {
             | Error::LeaseLost { .. }
             | Error::NotHeld { .. }
             | Error::LeaseNotFound { .. }
-            | Error::Unreachable { .. } => Outcome::Definite,
+            | Error::Unreachable { .. }
+            | Error::Output { .. } => Outcome::Definite,
             Error::Rpc(rpc) => rpc.outcome(),
             Error::DeadlineExhausted { outcome, .. } => *outcome,
             Error::ClusterMismatch { .. } | Error::Protocol { .. } => Outcome::Indeterminate,

@@ -60,6 +60,7 @@ mod lock_guard;
 mod presence;
 mod queue_place;
 mod routing;
+mod snapshot;
 #[cfg(test)]
 mod test_support;
 mod watch;
@@ -82,6 +83,7 @@ pub use lease_handle::Lease;
 pub use lock::{LockHolder, LockOutcome, LockStatus, UnlockOutcome};
 pub use lock_guard::LockGuard;
 pub use presence::{Member, Presence, PresenceEvent, PresenceWatch};
+pub use snapshot::SnapshotSaved;
 pub use watch::{EventKind, WatchEvent, WatchOptions, Watcher};
 /// The wire types, re-exported so callers need not depend on `zaris-proto` directly.
 pub use zaris_proto::v1 as proto;

@@ -44,7 +44,13 @@ struct State {
     put_ids: Vec<Option<RequestId>>,
     /// Number of calls received, of any kind.
     calls: u32,
+    /// What Snapshot sends after its first message: the data chunks (the first message
+    /// announces the length and SHA-256 of `SNAPSHOT_DATA`).
+    snapshot_chunks: Vec<Vec<u8>>,
 }
+
+/// The data a fake member's snapshot announces.
+const SNAPSHOT_DATA: &[u8] = b"the whole state, in two chunks";
 
 #[derive(Debug, Clone)]
 struct FakeMember {
@@ -249,8 +255,42 @@ impl Lease for FakeMember {
     }
 }
 
+type SnapshotStream = Pin<Box<dyn Stream<Item = Result<SnapshotChunk, Status>> + Send>>;
+
 #[tonic::async_trait]
 impl Cluster for FakeMember {
+    type SnapshotStream = SnapshotStream;
+
+    async fn snapshot(
+        &self,
+        _: Request<SnapshotRequest>,
+    ) -> Result<Response<SnapshotStream>, Status> {
+        self.admit()?;
+        use sha2::Digest;
+        let first = SnapshotChunk {
+            header: self.header(),
+            info: Some(SnapshotInfo {
+                revision: 7,
+                size_bytes: SNAPSHOT_DATA.len() as u64,
+                sha256: sha2::Sha256::digest(SNAPSHOT_DATA).to_vec(),
+                format_version: 2,
+                lease_count: 1,
+                key_count: 2,
+            }),
+            data: Vec::new(),
+        };
+        let chunks = self.state().snapshot_chunks.clone();
+        let stream =
+            futures::stream::iter(std::iter::once(first).chain(chunks.into_iter().map(|data| {
+                SnapshotChunk {
+                    data,
+                    ..SnapshotChunk::default()
+                }
+            })))
+            .map(Ok);
+        Ok(Response::new(Box::pin(stream)))
+    }
+
     async fn status(&self, _: Request<StatusRequest>) -> Result<Response<StatusResponse>, Status> {
         self.state().calls += 1;
         Ok(Response::new(StatusResponse {
@@ -302,6 +342,7 @@ async fn start(id: u64, behavior: Behavior) -> (FakeMember, String) {
             cluster_id: 42,
             put_ids: Vec::new(),
             calls: 0,
+            snapshot_chunks: vec![SNAPSHOT_DATA[..10].to_vec(), SNAPSHOT_DATA[10..].to_vec()],
         })),
     };
     let listener = match TcpListener::bind("127.0.0.1:0").await {
@@ -637,5 +678,49 @@ async fn refuses_an_endpoint_of_another_cluster() {
             expected, actual, ..
         }) => assert_eq!((expected, actual), (42, 43)),
         other => panic!("expected ClusterMismatch, got {other:?}"),
+    }
+}
+
+/// A snapshot is fetched from the leader through a follower's redirect, and its bytes are
+/// checked: data that does not match the announced SHA-256, a stream cut short, or more data
+/// than announced is an error, never a snapshot.
+#[tokio::test]
+async fn snapshot_follows_redirects_and_checks_what_arrives() {
+    let (leader, leader_address) = start(1, Behavior::Leader).await;
+    let (_follower, follower_address) =
+        start(2, Behavior::FollowerOf(1, leader_address.clone())).await;
+    let client = Client::connect_with([follower_address], fast_options())
+        .await
+        .expect("connect");
+    let mut out = Vec::new();
+    let saved = client.snapshot(&mut out).await.expect("snapshot");
+    assert_eq!(out, SNAPSHOT_DATA);
+    assert_eq!(saved.member_id, 1);
+    assert_eq!(saved.revision, Revision::new(7));
+    assert_eq!(saved.size_bytes, SNAPSHOT_DATA.len() as u64);
+
+    let damaged = {
+        let mut data = SNAPSHOT_DATA.to_vec();
+        data[3] ^= 1;
+        data
+    };
+    let cases: [(Vec<Vec<u8>>, &str); 3] = [
+        (vec![damaged], "does not match its SHA-256"),
+        (vec![SNAPSHOT_DATA[..10].to_vec()], "ended after 10 of"),
+        (
+            vec![SNAPSHOT_DATA.to_vec(), b"more".to_vec()],
+            "more snapshot data than",
+        ),
+    ];
+    for (chunks, expected) in cases {
+        leader.state().snapshot_chunks = chunks;
+        let err = client
+            .snapshot(&mut Vec::new())
+            .await
+            .expect_err("a bad snapshot is refused");
+        assert!(
+            matches!(err, Error::Protocol { .. }) && err.to_string().contains(expected),
+            "{err}"
+        );
     }
 }

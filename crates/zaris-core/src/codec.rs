@@ -140,6 +140,11 @@ pub fn record_digest<T: Serialize + ?Sized>(value: &T) -> Result<[u8; 32], Codec
     Ok(hasher.0.finalize().into())
 }
 
+/// The SHA-256 of some bytes already encoded (a snapshot sent or read back as a backup).
+pub fn bytes_digest(bytes: &[u8]) -> StateDigest {
+    StateDigest(Sha256::digest(bytes).into())
+}
+
 /// Feeds written bytes to a hasher.
 struct HashingWriter(Sha256);
 

@@ -11,6 +11,7 @@
 pub mod dump;
 mod faults;
 mod log_store;
+pub mod restore;
 mod sm_store;
 mod types;
 
@@ -39,7 +40,7 @@ pub async fn open(
 
 /// Opens the sled database. A handle to it that is still being dropped in this process (a node
 /// restarted in-process) holds its file lock for a moment: wait for it, briefly.
-async fn open_db(dir: &Path) -> io::Result<sled::Db> {
+pub(crate) async fn open_db(dir: &Path) -> io::Result<sled::Db> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
         let path = dir.to_path_buf();

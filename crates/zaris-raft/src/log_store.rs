@@ -109,6 +109,14 @@ impl LogStore {
             .map_err(|e| io_err("fsync", e))
     }
 
+    /// Makes an empty log start after `log_id`, committed up to it: for a node seeded with a
+    /// snapshot at `log_id` (restore), the way a purge after that snapshot would leave it.
+    /// Not fsync'd; the caller flushes the database.
+    pub(crate) fn start_after(&self, log_id: LogId) -> io::Result<()> {
+        self.put_meta(LAST_PURGED, &log_id)?;
+        self.put_meta(COMMITTED, &Some(log_id))
+    }
+
     fn decode_entry(bytes: &[u8]) -> io::Result<Entry> {
         codec::decode(bytes, codec::MAX_MESSAGE_BYTES).map_err(|e| io_err("decode log entry", e))
     }

@@ -124,7 +124,7 @@ impl StateMachineStore {
 /// Where the current snapshot is persisted: its meta and data in one sled tree, written in one
 /// batch and fsync'd.
 #[derive(Clone)]
-struct SnapshotFiles {
+pub(crate) struct SnapshotFiles {
     tree: sled::Tree,
     db: sled::Db,
     /// Serializes saves: a build (which copied the state at some index A) runs beside an install
@@ -133,7 +133,7 @@ struct SnapshotFiles {
 }
 
 impl SnapshotFiles {
-    fn new(tree: sled::Tree, db: sled::Db) -> Self {
+    pub(crate) fn new(tree: sled::Tree, db: sled::Db) -> Self {
         SnapshotFiles {
             tree,
             db,
@@ -145,7 +145,7 @@ impl SnapshotFiles {
     /// state at A may finish after a snapshot at B > A was installed and the log purged up to B:
     /// saving A then would leave a node that can never restart (it would need logs from A + 1).
     /// Returns whether it saved.
-    async fn save(&self, meta: &SnapshotMeta, data: &[u8]) -> io::Result<bool> {
+    pub(crate) async fn save(&self, meta: &SnapshotMeta, data: &[u8]) -> io::Result<bool> {
         let _saving = self.saving.lock().await;
         if let Some(current) = read_snapshot_meta(&self.tree)?
             && current.last_log_id >= meta.last_log_id

@@ -166,6 +166,11 @@ impl NodeConfig {
                 self.initial_cluster
             );
         }
+        // Set but empty (an env file's `ZARIS_CLUSTER_NAME=`) is a mistake, not a name.
+        ensure!(
+            !self.cluster_name.trim().is_empty(),
+            "the cluster name is empty"
+        );
         if self.join && !self.initial_cluster.is_empty() {
             bail!("--join and --initial-cluster exclude each other");
         }

@@ -5,6 +5,7 @@ mod demo;
 mod dump;
 mod fault_args;
 mod serve;
+mod snapshot;
 
 use std::process::ExitCode;
 
@@ -35,6 +36,9 @@ enum Top {
     /// Print a stopped node's Raft log as JSON lines: a header (committed index, last entry,
     /// snapshot), then one line per entry with its term, kind, command and payload digest.
     Dump(dump::DumpArgs),
+    /// Back up a running cluster to a file, check a backup, or seed a new cluster from one.
+    #[command(subcommand, after_help = "Example: zaris snapshot save backup.zsnap")]
+    Snapshot(snapshot::SnapshotCmd),
     /// One worker of `zaris demo` (internal).
     #[command(hide = true)]
     DemoWorker(demo::worker::WorkerArgs),
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
             Top::Demo(demo_args) => demo::run(demo_args).await,
             Top::DemoWorker(worker_args) => demo::worker::run(worker_args).await,
             Top::Dump(dump_args) => dump::run(dump_args).await,
+            Top::Snapshot(command) => snapshot::run(args.global, command).await,
             Top::Client(command) => cli::run(args.global, command).await,
         }
     });

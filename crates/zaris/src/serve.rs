@@ -104,8 +104,17 @@ fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
 }
 
 /// Parses `1=127.0.0.1:7001,2=127.0.0.1:7002`.
+/// An empty list is refused: set but empty (`ZARIS_INITIAL_CLUSTER=` in an env file) would
+/// otherwise read as unset, and a fresh node would bootstrap a one-node cluster of its own.
 pub fn parse_initial_cluster(text: &str) -> anyhow::Result<BTreeMap<u64, String>> {
-    parse_members("initial cluster", text)
+    let members = parse_members("initial cluster", text)?;
+    if members.is_empty() {
+        bail!(
+            "the initial cluster is empty: give id=host:port,... (or leave it unset for a \
+             single-node cluster)"
+        );
+    }
+    Ok(members)
 }
 
 /// Parses an `id=host:port,...` list; `what` names it in errors.
@@ -273,6 +282,8 @@ mod tests {
         assert!(parse_initial_cluster("x=127.0.0.1:7001").is_err());
         assert!(parse_initial_cluster("1=nowhere").is_err());
         assert!(parse_initial_cluster("127.0.0.1:7001").is_err());
+        assert!(parse_initial_cluster("").is_err());
+        assert!(parse_initial_cluster(" , ").is_err());
     }
 
     #[test]

@@ -225,6 +225,17 @@ impl State {
         self.last_applied = self.last_applied.max(revision);
     }
 
+    /// Moves the revision and the next server-chosen lease id `by` ahead, for a cluster restored
+    /// from a backup of a cluster that went on writing after it: each of those writes took a
+    /// revision and granted at most one server-chosen lease id, so skipping at least as many as
+    /// were written keeps fencing tokens (revisions) increasing and server-chosen lease ids
+    /// unused across the two clusters. Leaves every key, lease and lock as it was.
+    pub fn skip_ahead(&mut self, by: u64) {
+        self.last_applied = Revision::new(self.last_applied.get().saturating_add(by));
+        let next = self.next_lease_id.get().saturating_add(by);
+        self.next_lease_id = LeaseId::new(next.min(LeaseId::MAX.get()));
+    }
+
     fn execute(&mut self, rev: Revision, command: &Command, fx: &mut Effects) -> Response {
         match command {
             Command::Grant { id, ttl_ms } => self.grant(rev, *id, *ttl_ms, fx),

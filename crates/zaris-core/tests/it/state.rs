@@ -80,6 +80,39 @@ fn grant_chooses_fresh_ids_and_never_reuses_them() {
     assert_eq!(grant(&mut log), LeaseId::new(4));
 }
 
+/// A restore with `--bump-revision`: the state skips ahead as far as a cluster that went on
+/// writing could have got, so revisions (fencing tokens) and server-chosen lease ids continue
+/// above anything it handed out; keys and leases stay as they were.
+#[test]
+fn skipping_ahead_keeps_the_state_and_continues_above_what_a_diverged_cluster_issued() {
+    let mut log = Log::new(Limits::default());
+    let kept = grant(&mut log);
+    log.apply(put("k", "v", kept)).expect("put");
+    let before = log.state.clone();
+    let mut diverged = Log {
+        state: before.clone(),
+        next_index: log.next_index,
+    };
+    let mut diverged_ids = Vec::new();
+    for _ in 0..5 {
+        diverged_ids.push(grant(&mut diverged));
+    }
+    let written = diverged.next_index - log.next_index;
+
+    log.state.skip_ahead(written);
+    log.state.check_invariants().expect("invariants");
+    assert_eq!(log.state.last_applied(), diverged.state.last_applied());
+    assert_eq!(log.state.lease(kept, true), before.lease(kept, true));
+    assert_eq!(log.state.key_count(), before.key_count());
+    log.next_index = log.state.last_applied().get() + 1;
+    let fresh = grant(&mut log);
+    assert!(
+        diverged_ids.iter().all(|old| *old < fresh),
+        "{fresh} reuses one of {diverged_ids:?}"
+    );
+    assert!(log.rev() > diverged.rev());
+}
+
 #[test]
 fn grant_rejects_a_live_client_chosen_id() {
     let mut log = Log::new(Limits::default());

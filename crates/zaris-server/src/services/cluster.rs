@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use futures::StreamExt;
 use openraft::async_runtime::WatchReceiver;
 use openraft::errors::{ClientWriteError, RaftError};
 use openraft::{BasicNode, ChangeMembers, ServerState};
@@ -10,7 +11,7 @@ use zaris_proto::v1::cluster_server::Cluster;
 use zaris_proto::v1::{
     Member, MemberAddRequest, MemberAddResponse, MemberKind, MemberListRequest, MemberListResponse,
     MemberPromoteRequest, MemberPromoteResponse, MemberRemoveRequest, MemberRemoveResponse,
-    NodeRole, StatusRequest, StatusResponse,
+    NodeRole, SnapshotChunk, SnapshotInfo, SnapshotRequest, StatusRequest, StatusResponse,
 };
 use zaris_raft::TypeConfig;
 
@@ -183,8 +184,81 @@ impl ClusterService {
     }
 }
 
+/// Data bytes per Snapshot message (well under the 4 MiB a client decodes by default).
+pub const SNAPSHOT_CHUNK_BYTES: usize = 1024 * 1024;
+
+type SnapshotStream =
+    std::pin::Pin<Box<dyn futures::Stream<Item = Result<SnapshotChunk, Status>> + Send + 'static>>;
+
+impl ClusterService {
+    /// A consistent copy of the state, encoded: copied under the read lock after a linearizable
+    /// barrier (so it holds every write acknowledged before the call), encoded and hashed off the
+    /// async threads (a large state takes a while, and apply must not wait for it).
+    async fn encode_snapshot(&self) -> Result<(SnapshotInfo, Vec<u8>), ApiError> {
+        self.0.proposer.linearizable().await?;
+        let state = self.0.state.read(|d| d.state.clone());
+        let encoded = tokio::task::spawn_blocking(move || {
+            let bytes = state.snapshot()?;
+            let info = SnapshotInfo {
+                revision: state.last_applied().get(),
+                size_bytes: bytes.len() as u64,
+                sha256: zaris_core::codec::bytes_digest(&bytes).0.to_vec(),
+                format_version: u32::from(zaris_core::codec::FORMAT_VERSION),
+                lease_count: state.lease_count() as u64,
+                key_count: state.key_count() as u64,
+            };
+            Ok::<_, zaris_core::codec::CodecError>((info, bytes))
+        })
+        .await;
+        match encoded {
+            Ok(Ok(encoded)) => Ok(encoded),
+            Ok(Err(e)) => Err(ApiError::Internal(format!(
+                "cannot encode the snapshot: {e}"
+            ))),
+            Err(e) => Err(ApiError::Internal(format!("snapshot encoder failed: {e}"))),
+        }
+    }
+}
+
 #[tonic::async_trait]
 impl Cluster for ClusterService {
+    type SnapshotStream = SnapshotStream;
+
+    #[tracing::instrument(name = "snapshot", skip_all, fields(node_id = self.0.node_id))]
+    async fn snapshot(
+        &self,
+        _request: Request<SnapshotRequest>,
+    ) -> Result<Response<SnapshotStream>, Status> {
+        let (info, bytes) = self.encode_snapshot().await?;
+        tracing::info!(
+            revision = info.revision,
+            bytes = info.size_bytes,
+            "sending a snapshot"
+        );
+        let first = SnapshotChunk {
+            header: Some(
+                self.0
+                    .proposer
+                    .header(zaris_core::Revision::new(info.revision)),
+            ),
+            info: Some(info),
+            data: Vec::new(),
+        };
+        // Chunks are copied out one at a time as the client reads them, not all up front.
+        let bytes = std::sync::Arc::new(bytes);
+        let chunk_count = bytes.len().div_ceil(SNAPSHOT_CHUNK_BYTES);
+        let chunks = futures::stream::iter(0..chunk_count).map(move |i| {
+            let start = i * SNAPSHOT_CHUNK_BYTES;
+            let end = (start + SNAPSHOT_CHUNK_BYTES).min(bytes.len());
+            Ok(SnapshotChunk {
+                data: bytes[start..end].to_vec(),
+                ..SnapshotChunk::default()
+            })
+        });
+        let stream = futures::stream::once(async move { Ok(first) }).chain(chunks);
+        Ok(Response::new(Box::pin(stream)))
+    }
+
     async fn status(
         &self,
         _request: Request<StatusRequest>,

@@ -789,7 +789,7 @@ impl Cli {
 
 /// Prints one line of output. Into a closed pipe (`zaris status | head -1`, `zaris watch | head`)
 /// the command ends quietly, as `cat` does, instead of panicking on the broken pipe.
-fn print_line(line: impl std::fmt::Display) {
+pub(crate) fn print_line(line: impl std::fmt::Display) {
     use std::io::Write;
 
     let mut stdout = std::io::stdout().lock();

@@ -1,0 +1,173 @@
+//! The backup file `zaris snapshot save` writes and `status` / `restore` read:
+//!
+//! ```text
+//! zaris-snapshot v1\n
+//! {"cluster_id":...,"revision":...,"size_bytes":...,"sha256":"...",...}\n
+//! <size_bytes bytes: the state, in zaris-core's snapshot encoding>
+//! ```
+//!
+//! Two text lines, so `head -2` tells what a file is, then the data exactly as the leader sent
+//! it. The data carries its own format-version byte (zaris-core's codec); the first line
+//! versions this envelope.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, bail, ensure};
+use serde::{Deserialize, Serialize};
+use zaris_core::State;
+
+const MAGIC: &str = "zaris-snapshot v1";
+/// The header line is a few hundred bytes; anything much longer is not one of our files.
+const MAX_HEADER_BYTES: usize = 64 * 1024;
+
+/// The file's second line.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    pub cluster_id: u64,
+    /// The member that sent the data (the Raft leader then).
+    pub member_id: u64,
+    /// Every write at or below it is in the snapshot, none above it.
+    pub revision: u64,
+    pub size_bytes: u64,
+    /// SHA-256 of the data, hex.
+    pub sha256: String,
+    /// The data's encoding version (its first byte).
+    pub state_format: u32,
+    pub lease_count: u64,
+    pub key_count: u64,
+    /// When it was saved, ms since the Unix epoch (the saving host's clock).
+    pub saved_at_unix_ms: u64,
+}
+
+/// Writes the file atomically: into `PATH.part`, fsync'd, then renamed over `path`; a crash or
+/// error midway never leaves a partial file under the final name.
+pub fn write(path: &Path, header: &Header, data: &[u8]) -> anyhow::Result<()> {
+    let mut part = path.as_os_str().to_owned();
+    part.push(".part");
+    let part = std::path::PathBuf::from(part);
+    let result = (|| {
+        let mut file = std::fs::File::create(&part)
+            .with_context(|| format!("cannot create {}", part.display()))?;
+        let header_line = serde_json::to_string(header)?;
+        file.write_all(format!("{MAGIC}\n{header_line}\n").as_bytes())?;
+        file.write_all(data)?;
+        file.sync_all()?;
+        std::fs::rename(&part, path)
+            .with_context(|| format!("cannot rename {} to {}", part.display(), path.display()))?;
+        // The rename is durable once the directory is.
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        anyhow::Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&part);
+    }
+    result.with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// A backup read back and checked: the header matches the data (length, SHA-256), and the data
+/// decodes into a state whose invariants hold.
+#[derive(Debug)]
+pub struct Backup {
+    pub header: Header,
+    pub state: State,
+}
+
+pub fn read(path: &Path) -> anyhow::Result<Backup> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    parse(&bytes).with_context(|| format!("{} is not a usable Zaris snapshot", path.display()))
+}
+
+fn parse(bytes: &[u8]) -> anyhow::Result<Backup> {
+    let (magic, rest) = split_line(bytes, MAGIC.len() + 1)
+        .context("it does not start with a zaris-snapshot line")?;
+    ensure!(
+        magic == MAGIC.as_bytes(),
+        "its first line is {:?}, expected {MAGIC:?}",
+        String::from_utf8_lossy(magic)
+    );
+    let (header_line, data) =
+        split_line(rest, MAX_HEADER_BYTES).context("its header line is missing or too long")?;
+    let header: Header =
+        serde_json::from_slice(header_line).context("its header line is not valid")?;
+    ensure!(
+        data.len() as u64 == header.size_bytes,
+        "it holds {} bytes of data, its header says {} (truncated or appended to)",
+        data.len(),
+        header.size_bytes
+    );
+    let sha256 = zaris_core::codec::bytes_digest(data).to_string();
+    ensure!(
+        sha256 == header.sha256,
+        "its data does not match the SHA-256 in its header (corrupted)"
+    );
+    let state = State::restore(data).context("its data does not decode")?;
+    if state.last_applied().get() != header.revision {
+        bail!(
+            "its data is at revision {}, its header says {}",
+            state.last_applied(),
+            header.revision
+        );
+    }
+    Ok(Backup { header, state })
+}
+
+/// The bytes before the first newline (at most `max` of them) and those after it.
+fn split_line(bytes: &[u8], max: usize) -> Option<(&[u8], &[u8])> {
+    let end = bytes.iter().take(max).position(|b| *b == b'\n')?;
+    Some((&bytes[..end], &bytes[end + 1..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn backup_bytes() -> (Header, Vec<u8>) {
+        let mut state = State::default();
+        state.apply_noop(zaris_core::Revision::new(42));
+        let data = state.snapshot().expect("encode");
+        let header = Header {
+            cluster_id: 7,
+            member_id: 1,
+            revision: 42,
+            size_bytes: data.len() as u64,
+            sha256: zaris_core::codec::bytes_digest(&data).to_string(),
+            state_format: u32::from(zaris_core::codec::FORMAT_VERSION),
+            lease_count: 0,
+            key_count: 0,
+            saved_at_unix_ms: 1,
+        };
+        (header, data)
+    }
+
+    #[test]
+    fn a_written_file_reads_back_and_any_damage_is_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("backup.zsnap");
+        let (header, data) = backup_bytes();
+        write(&path, &header, &data).expect("write");
+        assert!(!dir.path().join("backup.zsnap.part").exists());
+        let read_back = read(&path).expect("read");
+        assert_eq!(read_back.header, header);
+        assert_eq!(read_back.state.last_applied().get(), 42);
+
+        let good = std::fs::read(&path).expect("bytes");
+        let cause = |bytes: &[u8]| match parse(bytes) {
+            Ok(_) => panic!("damaged file accepted"),
+            Err(e) => format!("{e:#}"),
+        };
+        let mut flipped = good.clone();
+        let last = flipped.len() - 1;
+        flipped[last] ^= 0x40;
+        assert!(cause(&flipped).contains("SHA-256"), "{}", cause(&flipped));
+        assert!(cause(&good[..good.len() - 3]).contains("truncated"));
+        assert!(cause(b"PK\x03\x04 a zip file").contains("zaris-snapshot"));
+        assert!(cause(b"").contains("zaris-snapshot"));
+        let mut bad_header = good.clone();
+        let brace = bad_header.iter().position(|b| *b == b'{').expect("header");
+        bad_header[brace] = b'[';
+        assert!(cause(&bad_header).contains("header line is not valid"));
+    }
+}

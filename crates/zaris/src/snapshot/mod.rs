@@ -1,0 +1,224 @@
+//! `zaris snapshot save | status | restore`: backups of a running cluster, and new clusters
+//! seeded from them (docs/deploy.md, "Backups and restore").
+
+mod file;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, anyhow, bail};
+use clap::Subcommand;
+use serde_json::json;
+use zaris_client::{Client, ClientOptions};
+
+use crate::cli::{GlobalOpts, OutputFormat, print_line};
+
+/// Longest `--bump-revision`: far more revisions than a cluster writes in years, far from u64's
+/// end.
+const MAX_BUMP_REVISION: u64 = 1 << 48;
+
+/// `zaris snapshot ...`
+#[derive(Subcommand, Debug)]
+pub enum SnapshotCmd {
+    /// Save a consistent snapshot of the running cluster to FILE (written atomically): every
+    /// write acknowledged before the command started, taken by the Raft leader without
+    /// stopping anything.
+    #[command(after_help = "Example: zaris snapshot save backup.zsnap --endpoints zaris-1:7001")]
+    Save {
+        /// The file to write (replaced if it exists).
+        file: PathBuf,
+    },
+    /// Check a snapshot file (length, SHA-256, decoding) and print what it holds. Offline.
+    #[command(after_help = "Example: zaris snapshot status backup.zsnap")]
+    Status {
+        /// The snapshot file.
+        file: PathBuf,
+    },
+    /// Seed one member of a new cluster from a snapshot file. Offline: run it once per member,
+    /// each with its own --node-id and --data-dir and the same FILE, --initial-cluster and
+    /// --bump-revision, then start the members with `zaris serve` on those data dirs.
+    #[command(after_help = "Example, for member 1 of three:\n  \
+        zaris snapshot restore backup.zsnap --node-id 1 --data-dir /var/lib/zaris \\\n      \
+        --initial-cluster 1=zaris-1:7001,2=zaris-2:7001,3=zaris-3:7001 --bump-revision 1000000")]
+    Restore {
+        /// The snapshot file.
+        file: PathBuf,
+        /// This member's id; it must be in --initial-cluster.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        node_id: u64,
+        /// The data dir to create for it (must not exist, or be empty).
+        #[arg(long)]
+        data_dir: PathBuf,
+        /// The new cluster's members, `id=host:port,...`, as `zaris serve` takes them. Default:
+        /// this member alone at 127.0.0.1:7001.
+        #[arg(long)]
+        initial_cluster: Option<String>,
+        /// Start the new cluster's revisions (and server-chosen lease ids) this far above the
+        /// snapshot's. At least the revisions the old cluster wrote after the snapshot, so that
+        /// fencing tokens the new cluster issues exceed every token the old one issued, and no
+        /// lease id it handed out is handed out again. 0 keeps them.
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=MAX_BUMP_REVISION))]
+        bump_revision: u64,
+    },
+}
+
+pub async fn run(global: GlobalOpts, command: SnapshotCmd) -> anyhow::Result<()> {
+    match command {
+        SnapshotCmd::Save { file } => save(&global, &file).await,
+        SnapshotCmd::Status { file } => status(global.output, &file),
+        SnapshotCmd::Restore {
+            file,
+            node_id,
+            data_dir,
+            initial_cluster,
+            bump_revision,
+        } => {
+            let members = match initial_cluster {
+                Some(text) => crate::serve::parse_initial_cluster(&text)?,
+                None => [(node_id, "127.0.0.1:7001".to_owned())].into(),
+            };
+            restore(
+                global.output,
+                &file,
+                node_id,
+                &data_dir,
+                &members,
+                bump_revision,
+            )
+            .await
+        }
+    }
+}
+
+async fn save(global: &GlobalOpts, path: &Path) -> anyhow::Result<()> {
+    let options = ClientOptions::default().with_timeout(global.timeout);
+    let client = Client::lazy(global.endpoints.iter().map(String::as_str), options)
+        .map_err(|err| anyhow!("{err}"))?;
+    let mut data = Vec::new();
+    let saved = client
+        .snapshot(&mut data)
+        .await
+        .map_err(|err| anyhow!("cannot take a snapshot: {err}"))?;
+    let header = file::Header {
+        cluster_id: saved.cluster_id,
+        member_id: saved.member_id,
+        revision: saved.revision.get(),
+        size_bytes: saved.size_bytes,
+        sha256: zaris_core::codec::StateDigest(saved.sha256).to_string(),
+        state_format: saved.format_version,
+        lease_count: saved.lease_count,
+        key_count: saved.key_count,
+        saved_at_unix_ms: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO)
+            .as_millis() as u64,
+    };
+    file::write(path, &header, &data)?;
+    match global.output {
+        OutputFormat::Json => print_line(json!({"file": path, "header": header})),
+        OutputFormat::Table => print_line(format!(
+            "saved revision {} ({} leases, {} keys, {} bytes) from member {} to {}",
+            header.revision,
+            header.lease_count,
+            header.key_count,
+            header.size_bytes,
+            header.member_id,
+            path.display()
+        )),
+    }
+    Ok(())
+}
+
+fn status(output: OutputFormat, path: &Path) -> anyhow::Result<()> {
+    let backup = file::read(path)?;
+    let locks = backup.state.locks().len();
+    let header = &backup.header;
+    match output {
+        OutputFormat::Json => print_line(json!({
+            "file": path,
+            "header": header,
+            "locks": locks,
+            "verified": true,
+        })),
+        OutputFormat::Table => {
+            print_line(format!("file           {}", path.display()));
+            print_line(format!("revision       {}", header.revision));
+            print_line(format!("leases         {}", header.lease_count));
+            print_line(format!("keys           {}", header.key_count));
+            print_line(format!("locks          {locks}"));
+            print_line(format!("size           {} bytes", header.size_bytes));
+            print_line(format!("sha256         {} (verified)", header.sha256));
+            print_line(format!("cluster id     {}", header.cluster_id));
+            print_line(format!("saved from     member {}", header.member_id));
+            print_line(format!(
+                "saved at       {} ms since the Unix epoch",
+                header.saved_at_unix_ms
+            ));
+        }
+    }
+    Ok(())
+}
+
+async fn restore(
+    output: OutputFormat,
+    path: &Path,
+    node_id: u64,
+    data_dir: &Path,
+    members: &std::collections::BTreeMap<u64, String>,
+    bump_revision: u64,
+) -> anyhow::Result<()> {
+    if !members.contains_key(&node_id) {
+        bail!(
+            "member {node_id} is not in the initial cluster ({})",
+            describe(members)
+        );
+    }
+    let mut backup = file::read(path)?;
+    let revision = backup.state.last_applied();
+    backup.state.skip_ahead(bump_revision);
+    let start = backup.state.last_applied();
+    match std::fs::read_dir(data_dir) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                bail!(
+                    "data dir {} is not empty: restore seeds a new member; give it an empty or new dir",
+                    data_dir.display()
+                );
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", data_dir.display())),
+    }
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("cannot create data dir {}", data_dir.display()))?;
+    zaris_raft::restore::seed(data_dir, &backup.state, members)
+        .await
+        .with_context(|| format!("cannot restore into {}", data_dir.display()))?;
+    match output {
+        OutputFormat::Json => print_line(json!({
+            "file": path,
+            "data_dir": data_dir,
+            "node_id": node_id,
+            "revision": revision.get(),
+            "start_revision": start.get(),
+            "members": members,
+        })),
+        OutputFormat::Table => print_line(format!(
+            "restored revision {revision} into {} as member {node_id} of {}; new revisions start after {start}\n\
+             start it with: zaris serve --node-id {node_id} --data-dir {} --initial-cluster {}",
+            data_dir.display(),
+            describe(members),
+            data_dir.display(),
+            describe(members),
+        )),
+    }
+    Ok(())
+}
+
+fn describe(members: &std::collections::BTreeMap<u64, String>) -> String {
+    members
+        .iter()
+        .map(|(id, address)| format!("{id}={address}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
