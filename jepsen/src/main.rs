@@ -101,6 +101,9 @@ enum Cmd {
         /// Run only these scenarios (default: all).
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
+        /// Seed of the history scenarios' workload and nemesis.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
     },
     /// Runs each deliberate server bug in the scenario that must expose it; passes only if every
     /// bug is caught.
@@ -141,8 +144,8 @@ fn main() -> ExitCode {
 }
 
 async fn main_async(cli: Cli) -> Result<bool> {
-    if let Cmd::Containers { image, only } = &cli.command {
-        return containers(image, only).await;
+    if let Cmd::Containers { image, only, seed } = &cli.command {
+        return containers(image, only, *seed, &cli.common.store).await;
     }
     let zaris = match &cli.common.zaris {
         Some(path) => path.clone(),
@@ -248,7 +251,7 @@ async fn main_async(cli: Cli) -> Result<bool> {
             Ok(totals.failed == 0)
         }
         // Answered before a zaris binary is looked for (it tests an image).
-        Cmd::Containers { image, only } => containers(&image, &only).await,
+        Cmd::Containers { image, only, seed } => containers(&image, &only, seed, &store).await,
         Cmd::Selftest { seed } => {
             let seed = seed.unwrap_or_else(rand::random);
             println!("seed {seed}");
@@ -470,7 +473,7 @@ fn build_zaris() -> Result<PathBuf> {
 }
 
 /// `containers`: every scenario (or those named) on its own cluster; all must pass.
-async fn containers(image: &str, only: &[String]) -> Result<bool> {
+async fn containers(image: &str, only: &[String], seed: u64, store: &Path) -> Result<bool> {
     use zaris_jepsen::containers;
 
     let (mut passed, mut failed) = (0, 0);
@@ -479,7 +482,7 @@ async fn containers(image: &str, only: &[String]) -> Result<bool> {
             continue;
         }
         let started = std::time::Instant::now();
-        match containers::run(image, scenario).await {
+        match containers::run(image, scenario, seed, store).await {
             Ok(()) => {
                 passed += 1;
                 println!("PASS {scenario} ({:.1}s)", started.elapsed().as_secs_f64());

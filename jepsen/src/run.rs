@@ -263,18 +263,7 @@ async fn drive(
         resources: resources.clone(),
         slots: config.concurrency,
     });
-    let mut workers = tokio::task::JoinSet::new();
-    for slot in 0..config.concurrency {
-        let ctx = ctx.clone();
-        let (workload, seed) = (config.workload, config.seed);
-        workers.spawn(async move {
-            match workload {
-                Workload::Register => workload::register::run(&ctx, seed, slot).await,
-                Workload::Lease => workload::lease::run(&ctx, seed, slot).await,
-                Workload::Lock => workload::lock::run(&ctx, seed, slot).await,
-            }
-        });
-    }
+    let mut workers = spawn_workers(&ctx, config.workload, config.seed);
     let nemesis_log: nemesis::Log = Arc::new(Mutex::new(Vec::new()));
     let stop_nemesis = CancellationToken::new();
     let nemesis = tokio::spawn(nemesis::run(
@@ -316,6 +305,22 @@ async fn drive(
     ))
 }
 
+/// Starts `ctx.slots` workers of `workload`; they run until `ctx.stop` is cancelled.
+pub fn spawn_workers(ctx: &Arc<Ctx>, workload: Workload, seed: u64) -> tokio::task::JoinSet<()> {
+    let mut workers = tokio::task::JoinSet::new();
+    for slot in 0..ctx.slots {
+        let ctx = ctx.clone();
+        workers.spawn(async move {
+            match workload {
+                Workload::Register => workload::register::run(&ctx, seed, slot).await,
+                Workload::Lease => workload::lease::run(&ctx, seed, slot).await,
+                Workload::Lock => workload::lock::run(&ctx, seed, slot).await,
+            }
+        });
+    }
+    workers
+}
+
 /// The timing checks' margins in ms, `(early, late)`, for lessor clocks running at `clock_rates`
 /// (empty without the `clock` fault); the contract's bounds hold "up to the clock-rate drift"
 /// (docs/semantics.md).
@@ -328,7 +333,7 @@ async fn drive(
 ///   counts both the TTL and a promotion's extension slowly.
 ///
 /// Both are rounded up to the millisecond, so neither is below the drift.
-fn timing_margins_ms(clock_rates: &BTreeMap<u64, f64>) -> (u64, u64) {
+pub fn timing_margins_ms(clock_rates: &BTreeMap<u64, f64>) -> (u64, u64) {
     let max_rate = clock_rates.values().copied().fold(1.0f64, f64::max);
     let min_rate = clock_rates.values().copied().fold(1.0f64, f64::min);
     let ttl_ms = LEASE_TTL_MS as f64;
@@ -351,14 +356,15 @@ fn catches_up_by_snapshot(faults: &[Fault]) -> bool {
 
 /// What the timing checks need to know about a run.
 #[derive(Clone, Copy, Debug)]
-struct Timing<'a> {
-    faults: &'a [check::lease::Disruption],
-    early_margin_ms: u64,
-    late_margin_ms: u64,
-    concurrency: u64,
+pub struct Timing<'a> {
+    pub faults: &'a [check::lease::Disruption],
+    pub early_margin_ms: u64,
+    pub late_margin_ms: u64,
+    pub concurrency: u64,
 }
 
-fn checks_for(
+/// The workload's own checkers (lease, lock, linearizability) on a run's history.
+pub fn checks_for(
     workload: Workload,
     history: &History,
     resources: &BTreeMap<String, Arc<FencedResource>>,

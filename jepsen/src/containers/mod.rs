@@ -5,6 +5,7 @@
 //! the run and removed when the run ends, whatever the outcome.
 
 mod docker;
+pub mod history;
 
 use std::time::Duration;
 
@@ -17,13 +18,37 @@ pub use docker::{LABEL, Run, docker};
 /// Election timeout of the container nodes (the server's default).
 const ELECTION_TIMEOUT: Duration = Duration::from_millis(1_000);
 /// How long a cluster may take to elect a leader, or to recover from a fault.
-const SETTLE: Duration = Duration::from_secs(60);
+pub(crate) const SETTLE: Duration = Duration::from_secs(60);
+
+/// The nodes' Raft and lease timings.
+#[derive(Clone, Copy, Debug)]
+pub struct Timings {
+    pub election_timeout_ms: u64,
+    pub heartbeat_ms: Option<u64>,
+    pub min_ttl_ms: Option<u64>,
+}
+
+impl Timings {
+    /// The server's defaults (election timeout 1 s).
+    pub const DEFAULT: Timings = Timings {
+        election_timeout_ms: ELECTION_TIMEOUT.as_millis() as u64,
+        heartbeat_ms: None,
+        min_ttl_ms: None,
+    };
+    /// The fault harness's (`run.rs`), which its timing checkers assume.
+    pub const HARNESS: Timings = Timings {
+        election_timeout_ms: crate::run::ELECTION_TIMEOUT_MS,
+        heartbeat_ms: Some(crate::run::HEARTBEAT_MS),
+        min_ttl_ms: Some(crate::run::MIN_TTL_MS),
+    };
+}
 
 /// A cluster of `size` containers of `image`.
 #[derive(Debug)]
 pub struct ContainerCluster {
     run: Run,
     image: String,
+    timings: Timings,
     /// The initial members.
     size: u64,
     /// Node id → the host port (on 127.0.0.1) its client API is published on: fixed per node,
@@ -34,9 +59,15 @@ pub struct ContainerCluster {
 impl ContainerCluster {
     /// Creates the network and a volume per node, and starts every node.
     pub async fn start(image: &str, size: u64) -> Result<ContainerCluster> {
+        Self::start_with(image, size, Timings::DEFAULT).await
+    }
+
+    /// [`ContainerCluster::start`] with other timings.
+    pub async fn start_with(image: &str, size: u64, timings: Timings) -> Result<ContainerCluster> {
         let cluster = ContainerCluster {
             run: Run::new(),
             image: image.to_owned(),
+            timings,
             size,
             ports: Default::default(),
         };
@@ -66,6 +97,71 @@ impl ContainerCluster {
         format!("zaris-{id}")
     }
 
+    /// A cluster of `size` containers of `image`, each restored from `backup` (a
+    /// `zaris snapshot save` file on the host) into its new volume with the image's own
+    /// `zaris snapshot restore`, then started on it: the backup and restore steps of deploy.md.
+    pub async fn restored(
+        image: &str,
+        size: u64,
+        backup: &std::path::Path,
+        bump_revision: u64,
+    ) -> Result<ContainerCluster> {
+        let cluster = ContainerCluster {
+            run: Run::new(),
+            image: image.to_owned(),
+            timings: Timings::DEFAULT,
+            size,
+            ports: Default::default(),
+        };
+        let label = cluster.run.label();
+        docker(&["network", "create", "--label", &label, &cluster.network()]).await?;
+        let members: Vec<String> = (1..=size)
+            .map(|m| format!("{m}={}:7001", Self::host(m)))
+            .collect();
+        let mount = format!("{}:/backup.zsnap:ro", backup.display());
+        for id in 1..=size {
+            let volume = cluster.volume(id);
+            docker(&["volume", "create", "--label", &label, &volume]).await?;
+            let data = format!("{volume}:/var/lib/zaris");
+            let (node_id, bump) = (id.to_string(), bump_revision.to_string());
+            docker(&[
+                "run",
+                "--rm",
+                "--label",
+                &label,
+                "--volume",
+                &data,
+                "--volume",
+                &mount,
+                "--entrypoint",
+                "zaris",
+                image,
+                "snapshot",
+                "restore",
+                "/backup.zsnap",
+                "--node-id",
+                &node_id,
+                "--data-dir",
+                "/var/lib/zaris",
+                "--initial-cluster",
+                &members.join(","),
+                "--bump-revision",
+                &bump,
+            ])
+            .await?;
+            cluster.create(id, false).await?;
+        }
+        Ok(cluster)
+    }
+
+    /// Copies `path` out of node `id`'s container to `to` on the host.
+    pub async fn copy_out(&self, id: u64, path: &str, to: &std::path::Path) -> Result<()> {
+        let from = format!("{}:{path}", self.container(id));
+        docker(&["cp", &from, &to.display().to_string()])
+            .await
+            .map(drop)
+    }
+
     /// Creates node `id`'s volume and container and starts it: an initial member, or (`join`) an
     /// empty node that waits for `member add`.
     async fn create(&self, id: u64, join: bool) -> Result<()> {
@@ -90,8 +186,17 @@ impl ContainerCluster {
             .collect();
         let mut env = vec![
             format!("ZARIS_NODE_ID={id}"),
-            format!("ZARIS_ELECTION_TIMEOUT_MS={}", ELECTION_TIMEOUT.as_millis()),
+            format!(
+                "ZARIS_ELECTION_TIMEOUT_MS={}",
+                self.timings.election_timeout_ms
+            ),
         ];
+        if let Some(ms) = self.timings.heartbeat_ms {
+            env.push(format!("ZARIS_HEARTBEAT_MS={ms}"));
+        }
+        if let Some(ms) = self.timings.min_ttl_ms {
+            env.push(format!("ZARIS_MIN_TTL_MS={ms}"));
+        }
         if join {
             env.push("ZARIS_JOIN=true".to_owned());
             env.push(format!("ZARIS_ADVERTISE={}:7001", Self::host(id)));
@@ -189,12 +294,47 @@ impl ContainerCluster {
 
     /// A client of the given nodes (by their current published ports).
     pub async fn client(&self, ids: &[u64], timeout: Duration) -> Result<Client> {
+        self.client_with(ids, ClientOptions::default().with_timeout(timeout))
+            .await
+    }
+
+    pub async fn client_with(&self, ids: &[u64], options: ClientOptions) -> Result<Client> {
         let mut endpoints = Vec::new();
         for id in ids {
             endpoints.push(self.endpoint(*id).await?);
         }
-        Client::lazy(endpoints, ClientOptions::default().with_timeout(timeout))
-            .context("client of the container cluster")
+        Client::lazy(endpoints, options).context("client of the container cluster")
+    }
+
+    /// Every node's log (all the runs of its container, in order), for the log checkers.
+    pub async fn logs(&self) -> std::collections::BTreeMap<u64, String> {
+        let mut logs = std::collections::BTreeMap::new();
+        for id in self.ids() {
+            let output = tokio::process::Command::new("docker")
+                .args(["logs", &self.container(id)])
+                .output()
+                .await;
+            let text = match output {
+                Ok(output) => format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&output.stdout),
+                    String::from_utf8_lossy(&output.stderr)
+                ),
+                Err(_) => String::new(),
+            };
+            logs.insert(id, text);
+        }
+        logs
+    }
+
+    /// The ids of the nodes this cluster has created.
+    pub fn ids(&self) -> Vec<u64> {
+        self.ports
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .copied()
+            .collect()
     }
 
     /// Waits until `client` names a leader other than `not`, and returns its id.
@@ -255,17 +395,25 @@ impl ContainerCluster {
 }
 
 /// The scenarios, by name.
-pub const SCENARIOS: [&str; 6] = [
+pub const SCENARIOS: [&str; 9] = [
     "worker-story",
     "leader-kill",
     "leader-pause",
     "leader-partition",
     "rolling-restart",
     "grow-and-shrink",
+    "backup-restore",
+    "lock-history",
+    "lease-history",
 ];
 
-/// Runs one scenario on a fresh three-node cluster of `image`.
-pub async fn run(image: &str, scenario: &str) -> Result<()> {
+/// Runs one scenario on a fresh three-node cluster of `image`. The history scenarios
+/// ([`history`]) save what they recorded in `store/containers/SCENARIO`.
+pub async fn run(image: &str, scenario: &str, seed: u64, store: &std::path::Path) -> Result<()> {
+    if let Some(workload) = history::workload_of(scenario) {
+        let dir = store.join("containers").join(scenario);
+        return history::run(image, workload, seed, &dir).await;
+    }
     let cluster = ContainerCluster::start(image, 3).await?;
     let result = match scenario {
         "worker-story" => worker_story(&cluster).await,
@@ -274,17 +422,11 @@ pub async fn run(image: &str, scenario: &str) -> Result<()> {
         "leader-partition" => leader_partition(&cluster).await,
         "rolling-restart" => rolling_restart(&cluster).await,
         "grow-and-shrink" => grow_and_shrink(&cluster).await,
+        "backup-restore" => backup_restore(&cluster, image).await,
         other => bail!("unknown container scenario {other:?}; known: {SCENARIOS:?}"),
     };
     if result.is_err() {
-        let ids: Vec<u64> = cluster
-            .ports
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .copied()
-            .collect();
-        for id in ids {
+        for id in cluster.ids() {
             eprintln!(
                 "--- node {id} ({}):\n{}",
                 cluster.container(id),
@@ -622,4 +764,86 @@ async fn worker_story(cluster: &ContainerCluster) -> Result<()> {
     );
     b.unlock().await?;
     Ok(())
+}
+
+/// deploy.md's backup and restore, with the image: `zaris snapshot save` inside a member's
+/// container (a follower's, so it is redirected to the leader by name), the file copied out, and
+/// a new cluster on new volumes restored from it with `zaris snapshot restore`. The new cluster
+/// serves the worker's lease, key and lock (same lease id and fencing token) and the plain key,
+/// and continues revisions above the bump.
+async fn backup_restore(cluster: &ContainerCluster, image: &str) -> Result<()> {
+    const BUMP: u64 = 1_000_000;
+    let client = cluster.client(&[1, 2, 3], Duration::from_secs(20)).await?;
+    let leader = cluster.leader(&client, None).await?;
+    let lease = worker_lease(&client, Duration::from_secs(60)).await?;
+    let token = match client.lock("jobs", lease.id, false, Duration::ZERO).await? {
+        LockOutcome::Held { token } => token,
+        other => bail!("a free lock was not granted: {other:?}"),
+    };
+    let written = client
+        .put("config/mode", "active", PutOptions::default())
+        .await?;
+    let follower = (1..=3).find(|id| *id != leader).context("a follower")?;
+    let saved = cluster
+        .exec(
+            follower,
+            &["-o", "json", "snapshot", "save", "/tmp/backup.zsnap"],
+        )
+        .await?;
+    let saved: serde_json::Value =
+        serde_json::from_str(&saved).context("snapshot save's answer")?;
+    let revision = saved["header"]["revision"]
+        .as_u64()
+        .with_context(|| format!("no revision in {saved}"))?;
+    ensure!(
+        revision >= written.revision.get(),
+        "the snapshot at revision {revision} misses the write at {}",
+        written.revision
+    );
+    let scratch = tempfile::tempdir()?;
+    let backup = scratch.path().join("backup.zsnap");
+    cluster
+        .copy_out(follower, "/tmp/backup.zsnap", &backup)
+        .await?;
+    // The old cluster is gone (as in a disaster); the new one is restored on new volumes.
+    for id in 1..=3 {
+        cluster.kill(id).await?;
+    }
+    let restored = ContainerCluster::restored(image, 3, &backup, BUMP).await?;
+    let result = async {
+        let client = restored.client(&[1, 2, 3], Duration::from_secs(20)).await?;
+        restored.leader(&client, None).await?;
+        let info = client
+            .time_to_live(lease.id, true)
+            .await?
+            .with_context(|| format!("lease {} was not restored", lease.id))?;
+        ensure!(info.bound_keys == vec![b"workers/a".to_vec()], "bound keys {:?}", info.bound_keys);
+        let holder = client.lock_status("jobs").await?.holder;
+        ensure!(
+            holder == Some(zaris_client::LockHolder { lease: lease.id, token }),
+            "lock holder {holder:?}, expected lease {} with token {token}",
+            lease.id
+        );
+        let mode = client.get("config/mode").await?.context("config/mode was not restored")?;
+        ensure!(mode.value == b"active" && mode.mod_revision == written.revision, "config/mode is {mode:?}");
+        client.keep_alive_once([lease.id]).await?;
+        let next = client.put("config/mode", "restored", PutOptions::default()).await?;
+        ensure!(
+            next.revision.get() > revision + BUMP,
+            "the restored cluster wrote at revision {}, not above {revision} + {BUMP}",
+            next.revision
+        );
+        println!(
+            "  saved revision {revision} through follower {follower}; restored 3 new members: lease {} with its key and the lock (token {token}) back, next write at revision {}",
+            lease.id, next.revision
+        );
+        Ok(())
+    }
+    .await;
+    if result.is_err() {
+        for id in 1..=3 {
+            eprintln!("--- restored node {id}:\n{}", restored.log_tail(id).await);
+        }
+    }
+    result
 }
