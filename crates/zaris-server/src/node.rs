@@ -215,7 +215,7 @@ impl Node {
                     .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES),
             )
             .add_service(
-                ClusterServer::new(ClusterService(context.clone()))
+                ClusterServer::new(ClusterService::new(context.clone()))
                     .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES),
             )
             .add_service(

@@ -24,7 +24,26 @@ use crate::error::ApiError;
 pub const LEARNER_CATCH_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 #[derive(Clone, Debug)]
-pub struct ClusterService(pub NodeContext);
+pub struct ClusterService(pub NodeContext, SnapshotSends);
+
+/// Snapshots this member sends at once. Each holds a copy of the whole state and its encoding
+/// until the client has read it all, so a client calling Snapshot in a loop must not be able to
+/// multiply that: one at a time; another call meanwhile is refused (CAPACITY_EXCEEDED).
+pub const MAX_CONCURRENT_SNAPSHOTS: u32 = 1;
+
+#[derive(Clone, Debug)]
+struct SnapshotSends(std::sync::Arc<tokio::sync::Semaphore>);
+
+impl ClusterService {
+    pub fn new(context: NodeContext) -> Self {
+        ClusterService(
+            context,
+            SnapshotSends(std::sync::Arc::new(tokio::sync::Semaphore::new(
+                MAX_CONCURRENT_SNAPSHOTS as usize,
+            ))),
+        )
+    }
+}
 
 impl ClusterService {
     fn members(&self) -> Vec<Member> {
@@ -229,6 +248,17 @@ impl Cluster for ClusterService {
         &self,
         _request: Request<SnapshotRequest>,
     ) -> Result<Response<SnapshotStream>, Status> {
+        // Held until the stream is dropped: sent in full, or abandoned by the client.
+        let permit =
+            self.1
+                .0
+                .clone()
+                .try_acquire_owned()
+                .map_err(|_| ApiError::CapacityExceeded {
+                    name: "concurrent_snapshots".into(),
+                    max: u64::from(MAX_CONCURRENT_SNAPSHOTS),
+                    actual: u64::from(MAX_CONCURRENT_SNAPSHOTS) + 1,
+                })?;
         let (info, bytes) = self.encode_snapshot().await?;
         tracing::info!(
             revision = info.revision,
@@ -248,6 +278,7 @@ impl Cluster for ClusterService {
         let bytes = std::sync::Arc::new(bytes);
         let chunk_count = bytes.len().div_ceil(SNAPSHOT_CHUNK_BYTES);
         let chunks = futures::stream::iter(0..chunk_count).map(move |i| {
+            let _sending = &permit;
             let start = i * SNAPSHOT_CHUNK_BYTES;
             let end = (start + SNAPSHOT_CHUNK_BYTES).min(bytes.len());
             Ok(SnapshotChunk {

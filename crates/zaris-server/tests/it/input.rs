@@ -121,3 +121,74 @@ async fn a_retry_whose_id_was_evicted_is_refused_not_applied_twice() {
     assert_eq!(counter.version, 1, "the write was applied once");
     cluster.shutdown().await;
 }
+
+/// A client calling Snapshot again and again cannot make the leader hold many copies of the
+/// state: while one snapshot is being sent (here: to a client that stopped reading after the
+/// first message), another is refused with CAPACITY_EXCEEDED; once that stream is dropped, the next
+/// one is served in full.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_snapshot_is_sent_at_a_time() {
+    use zaris_proto::v1::SnapshotRequest;
+    use zaris_proto::v1::cluster_client::ClusterClient;
+
+    let cluster = TestCluster::start(1).await;
+    let leader = cluster.leader().await;
+    let client = cluster.client(&[leader]).await;
+    // Larger than the transport's flow-control windows, so a client that stops reading stalls
+    // the stream (a small snapshot is buffered whole and its stream ends at once).
+    for i in 0..4 {
+        client
+            .put(
+                format!("big/{i}"),
+                vec![b'x'; 1_000_000],
+                PutOptions::default(),
+            )
+            .await
+            .expect("put");
+    }
+    let mut raw = ClusterClient::connect(format!("http://{}", cluster.addrs[&leader]))
+        .await
+        .expect("connect");
+    let mut stalled = raw
+        .snapshot(SnapshotRequest {})
+        .await
+        .expect("first snapshot")
+        .into_inner();
+    let first = stalled
+        .message()
+        .await
+        .expect("first message")
+        .expect("some");
+    assert!(first.info.is_some_and(|info| info.key_count == 4));
+
+    let error = client
+        .snapshot(&mut Vec::new())
+        .await
+        .expect_err("a second snapshot while one is sent");
+    assert_eq!(
+        error.error_code(),
+        Some(ErrorCode::CapacityExceeded),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains("concurrent_snapshots"),
+        "{error}"
+    );
+    assert!(error.is_definite());
+
+    drop(stalled);
+    let (saved, data) = zaris_testkit::eventually(
+        "the stalled stream to be released",
+        Duration::from_secs(10),
+        || async {
+            let mut data = Vec::new();
+            let saved = client.snapshot(&mut data).await.ok()?;
+            Some((saved, data))
+        },
+    )
+    .await;
+    assert_eq!(saved.key_count, 4);
+    assert_eq!(saved.size_bytes, data.len() as u64);
+    assert!(data.len() > 4_000_000);
+    cluster.shutdown().await;
+}

@@ -76,6 +76,18 @@ pub struct Backup {
 }
 
 pub fn read(path: &Path) -> anyhow::Result<Backup> {
+    // Checked before reading it all into memory: a state is at most MAX_SNAPSHOT_BYTES.
+    let length = std::fs::metadata(path)
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .len();
+    let longest =
+        (zaris_core::codec::MAX_SNAPSHOT_BYTES + MAX_HEADER_BYTES + MAGIC.len() + 1) as u64;
+    if length > longest {
+        bail!(
+            "{} is {length} bytes, more than a Zaris snapshot can be ({longest})",
+            path.display()
+        );
+    }
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     parse(&bytes).with_context(|| format!("{} is not a usable Zaris snapshot", path.display()))
 }
