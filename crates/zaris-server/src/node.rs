@@ -193,6 +193,7 @@ impl Node {
             tasks: tracker.clone(),
             shutdown: shutdown.clone(),
             faults: faults.clone(),
+            election_timeout: DurationMs::new(config.election_timeout_ms),
         };
 
         let server = tonic::transport::Server::builder()

@@ -86,7 +86,7 @@ impl Lease for LeaseService {
         &self,
         request: Request<LeaseGrantRequest>,
     ) -> Result<Response<LeaseGrantResponse>, Status> {
-        let request = convert::lease::grant_request(request.into_inner(), &self.0.limits()?)?;
+        let request = convert::lease::grant_request(request.into_inner(), &self.0.grant_limits()?)?;
         let reply = self.0.proposer.propose(request).await?;
         let header = self.0.proposer.header(reply.revision);
         let response = convert::lease::grant_response(header, reply.response)?;

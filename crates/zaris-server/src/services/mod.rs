@@ -46,6 +46,8 @@ pub struct NodeContext {
     pub shutdown: CancellationToken,
     /// Deliberate bugs some handlers act out (`stale-reads`, `ack-before-commit`).
     pub faults: Arc<crate::faults::FaultConfig>,
+    /// This node's election timeout (the upper bound): a new leader extends every lease by it.
+    pub election_timeout: zaris_core::DurationMs,
 }
 
 impl NodeContext {
@@ -62,6 +64,18 @@ impl NodeContext {
         } else {
             Err(ApiError::Initializing)
         }
+    }
+
+    /// The limits a Grant proposed by this node is checked against: the cluster's, with the
+    /// minimum TTL raised above this node's election timeout when the cluster's is not (contract:
+    /// min TTL > one election timeout). The cluster's minimum was fixed by its first leader; a
+    /// node started later with a longer election timeout must not grant leases that a failover
+    /// to it could not carry.
+    pub fn grant_limits(&self) -> Result<Limits, ApiError> {
+        let mut limits = self.limits()?;
+        let above_election_timeout = zaris_core::DurationMs::new(self.election_timeout.get() + 1);
+        limits.min_ttl_ms = limits.min_ttl_ms.max(above_election_timeout);
+        Ok(limits)
     }
 
     /// Time until this node's lessor considers the lease overdue.

@@ -9,3 +9,4 @@ mod dump;
 mod fatal;
 mod names;
 mod procs;
+mod ttl_floor;
