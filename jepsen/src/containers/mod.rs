@@ -4,6 +4,7 @@
 //! and `docker pause` (the freezer cgroup). Every container, network and volume is labelled with
 //! the run and removed when the run ends, whatever the outcome.
 
+mod compose;
 mod docker;
 pub mod history;
 
@@ -395,7 +396,7 @@ impl ContainerCluster {
 }
 
 /// The scenarios, by name.
-pub const SCENARIOS: [&str; 9] = [
+pub const SCENARIOS: [&str; 10] = [
     "worker-story",
     "leader-kill",
     "leader-pause",
@@ -405,11 +406,15 @@ pub const SCENARIOS: [&str; 9] = [
     "backup-restore",
     "lock-history",
     "lease-history",
+    "compose",
 ];
 
 /// Runs one scenario on a fresh three-node cluster of `image`. The history scenarios
 /// ([`history`]) save what they recorded in `store/containers/SCENARIO`.
 pub async fn run(image: &str, scenario: &str, seed: u64, store: &std::path::Path) -> Result<()> {
+    if scenario == "compose" {
+        return compose::run(image).await;
+    }
     if let Some(workload) = history::workload_of(scenario) {
         let dir = store.join("containers").join(scenario);
         return history::run(image, workload, seed, &dir).await;
