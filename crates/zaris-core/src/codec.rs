@@ -140,6 +140,28 @@ pub fn record_digest<T: Serialize + ?Sized>(value: &T) -> Result<[u8; 32], Codec
     Ok(hasher.0.finalize().into())
 }
 
+/// How many bytes [`encode`]`(value)` takes, without building the encoding.
+pub fn encoded_size<T: Serialize + ?Sized>(value: &T) -> Result<usize, CodecError> {
+    let mut counter = CountingWriter(1);
+    bincode::serde::encode_into_std_write(value, &mut counter, config())
+        .map_err(|e| CodecError::Encode(e.to_string()))?;
+    Ok(counter.0)
+}
+
+/// Counts written bytes.
+struct CountingWriter(usize);
+
+impl std::io::Write for CountingWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// The SHA-256 of some bytes already encoded (a snapshot sent or read back as a backup).
 pub fn bytes_digest(bytes: &[u8]) -> StateDigest {
     StateDigest(Sha256::digest(bytes).into())

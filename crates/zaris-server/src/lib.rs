@@ -28,4 +28,5 @@ pub use address::check as check_address;
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use config::NodeConfig;
 pub use lessor_task::LessorProgress;
+pub use network::{MAX_APPEND_BYTES, MAX_RAFT_MESSAGE_BYTES};
 pub use node::{Node, NodeHandle};

@@ -42,6 +42,10 @@ pub const REQUESTS_REJECTED: &str = "zaris_requests_rejected_total";
 /// Proposals from this node by `command` and `outcome` (`applied`, `redirected`, `timeout`,
 /// `failed`).
 pub const PROPOSALS: &str = "zaris_proposals_total";
+/// Raft messages from peers this node refused, by `reason` (`cluster`: another cluster's;
+/// `malformed`: not a message of this version; `too_large`: a snapshot over the limit).
+/// Messages over the size limit are refused by the gRPC layer before they are counted here.
+pub const PEER_MESSAGES_REFUSED: &str = "zaris_peer_messages_refused_total";
 /// Open watches on this node's Watch streams.
 pub const OPEN_WATCHES: &str = "zaris_watches";
 /// Watches this node canceled, by `reason` (`client_requested`, `compacted`,

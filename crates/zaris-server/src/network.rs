@@ -1,5 +1,6 @@
 //! The Raft network: openraft's peer RPCs carried over gRPC as opaque, version-tagged payloads
-//! (encoded by zaris-core's codec), on the same port as the client API.
+//! (encoded by zaris-core's codec), on the same port as the client API. Messages are bounded
+//! ([`MAX_RAFT_MESSAGE_BYTES`]); a batch of entries over [`MAX_APPEND_BYTES`] goes in parts.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -25,8 +26,15 @@ use crate::faults::FaultConfig;
 
 /// Snapshot bytes per gRPC message.
 const SNAPSHOT_CHUNK_BYTES: usize = 1024 * 1024;
-/// Largest Raft message accepted, in bytes: a full batch of max-size entries (see node.rs).
-pub const MAX_RAFT_MESSAGE_BYTES: usize = 512 * 1024 * 1024;
+/// Most bytes of entries one AppendEntries carries. openraft batches by entry count
+/// (`max_payload_entries`), not size: a batch over this is sent as its longest prefix that fits
+/// (at least one entry), answered to openraft as a partial success, and the rest follows.
+pub const MAX_APPEND_BYTES: usize = 8 * 1024 * 1024;
+/// Largest Raft message a node accepts from a peer, or from its answer, in bytes: an
+/// AppendEntries of [`MAX_APPEND_BYTES`] with room to spare. A single entry is at most a client
+/// request (`MAX_CLIENT_MESSAGE_BYTES`, node.rs) plus its framing, so it always fits alone.
+pub const MAX_RAFT_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+const _: () = assert!(MAX_APPEND_BYTES * 2 <= MAX_RAFT_MESSAGE_BYTES);
 
 type RpcError = RPCError<TypeConfig>;
 
@@ -259,19 +267,29 @@ impl PeerClient {
         request: &Req,
         timeout: Duration,
     ) -> Result<Resp, RpcError> {
-        let result = self.unary_once(rpc, request, timeout).await;
+        let payload = codec::encode(request).map_err(|e| network(e.to_string()))?;
+        self.unary_payload(rpc, payload, timeout).await
+    }
+
+    /// [`PeerClient::unary`] of a request already encoded.
+    async fn unary_payload<Resp: DeserializeOwned + Serialize>(
+        &mut self,
+        rpc: Rpc,
+        payload: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Resp, RpcError> {
+        let result = self.unary_once(rpc, payload, timeout).await;
         self.note(&result);
         result
     }
 
-    async fn unary_once<Req: Serialize, Resp: DeserializeOwned + Serialize>(
+    async fn unary_once<Resp: DeserializeOwned + Serialize>(
         &mut self,
         rpc: Rpc,
-        request: &Req,
+        payload: Vec<u8>,
         timeout: Duration,
     ) -> Result<Resp, RpcError> {
         let mut client = self.client()?;
-        let payload = codec::encode(request).map_err(|e| network(e.to_string()))?;
         let message = RaftMessage {
             cluster_id: self.cluster_id,
             payload,
@@ -293,6 +311,33 @@ impl PeerClient {
     }
 }
 
+/// Encodes an AppendEntries, cut to its longest prefix of entries within [`MAX_APPEND_BYTES`]
+/// (at least one entry) when it is larger; then also returns the log id of the last entry sent.
+/// Sizes are measured only for a request that is too large as a whole, so the usual small batch
+/// is encoded once.
+fn encode_append(
+    mut rpc: AppendEntriesRequest<TypeConfig>,
+) -> Result<(Vec<u8>, Option<zaris_raft::LogId>), RpcError> {
+    let payload = codec::encode(&rpc).map_err(|e| network(e.to_string()))?;
+    if payload.len() <= MAX_APPEND_BYTES || rpc.entries.len() <= 1 {
+        return Ok((payload, None));
+    }
+    let mut total = 0usize;
+    let mut keep = 0usize;
+    for entry in &rpc.entries {
+        total =
+            total.saturating_add(codec::encoded_size(entry).map_err(|e| network(e.to_string()))?);
+        if keep > 0 && total > MAX_APPEND_BYTES {
+            break;
+        }
+        keep += 1;
+    }
+    rpc.entries.truncate(keep);
+    let last_sent = rpc.entries.last().map(|entry| entry.log_id);
+    let payload = codec::encode(&rpc).map_err(|e| network(e.to_string()))?;
+    Ok((payload, last_sent))
+}
+
 impl RaftNetworkV2<TypeConfig> for PeerClient {
     type SnapshotData = Vec<u8>;
 
@@ -302,7 +347,17 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RpcError> {
         let timeout = option.hard_ttl().max(self.append_timeout_floor);
-        self.unary(Rpc::AppendEntries, &rpc, timeout).await
+        let (payload, cut_after) = encode_append(rpc)?;
+        let response = self
+            .unary_payload(Rpc::AppendEntries, payload, timeout)
+            .await?;
+        Ok(match (response, cut_after) {
+            // Only the prefix was sent: openraft sends the rest next.
+            (AppendEntriesResponse::Success, Some(last_sent)) => {
+                AppendEntriesResponse::PartialSuccess(Some(last_sent))
+            }
+            (response, _) => response,
+        })
     }
 
     async fn vote(

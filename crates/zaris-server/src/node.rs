@@ -26,7 +26,7 @@ use crate::config::NodeConfig;
 use crate::health::{self, Health};
 use crate::lessor_task::{ExpiryLoop, LessorProgress};
 use crate::locks::LockWaiters;
-use crate::network::{MAX_RAFT_MESSAGE_BYTES, NetworkFactory};
+use crate::network::{MAX_APPEND_BYTES, MAX_RAFT_MESSAGE_BYTES, NetworkFactory};
 use crate::observer::NodeObserver;
 use crate::propose::Proposer;
 use crate::renew::RenewBatcher;
@@ -39,15 +39,18 @@ use crate::{http, metrics as m};
 
 /// Largest client request accepted, in bytes (`max_request_bytes`): a put of a max-size value
 /// fits with room to spare; a transaction's operations together must fit too. Bounding requests
-/// bounds log entries, and so Raft messages: `MAX_PAYLOAD_ENTRIES` of these stay below
-/// `MAX_RAFT_MESSAGE_BYTES`.
+/// bounds log entries, and so Raft messages: one entry alone always fits an AppendEntries
+/// (`MAX_APPEND_BYTES`; larger batches go in parts).
 pub const MAX_CLIENT_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
-/// Entries per AppendEntries message.
-const MAX_PAYLOAD_ENTRIES: u64 = 64;
 const _: () = assert!(
-    MAX_PAYLOAD_ENTRIES as usize * MAX_CLIENT_MESSAGE_BYTES < MAX_RAFT_MESSAGE_BYTES,
-    "a full AppendEntries of max-size requests must fit in one Raft message"
+    MAX_CLIENT_MESSAGE_BYTES * 3 / 2 <= MAX_APPEND_BYTES,
+    "one max-size request, with its entry's framing, must fit one AppendEntries"
 );
+/// Largest client response sent, in bytes: a Range page or a watch response of one revision
+/// (a prefix delete, a large expiry) may be large.
+const MAX_CLIENT_RESPONSE_BYTES: usize = 512 * 1024 * 1024;
+/// Entries per AppendEntries message (a batch over `MAX_APPEND_BYTES` is cut by size too).
+const MAX_PAYLOAD_ENTRIES: u64 = 64;
 
 /// How long a stopping node waits for its connections to close before dropping them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
@@ -205,7 +208,7 @@ impl Node {
             .add_service(
                 KvServer::new(KvService(context.clone()))
                     .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES)
-                    .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES),
+                    .max_encoding_message_size(MAX_CLIENT_RESPONSE_BYTES),
             )
             .add_service(
                 LeaseServer::new(LeaseService(context.clone()))
@@ -224,7 +227,7 @@ impl Node {
                 // expiry) may exceed the usual response size: allow what a Range may send.
                 WatchServer::new(WatchService(context.clone()))
                     .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES)
-                    .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES),
+                    .max_encoding_message_size(MAX_CLIENT_RESPONSE_BYTES),
             );
         // Small request/response messages: Nagle's algorithm would hold them back (tens of ms
         // per Raft round trip on an accepted socket).

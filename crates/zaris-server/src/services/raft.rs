@@ -11,6 +11,13 @@ use zaris_raft::{Raft, Snapshot, SnapshotMeta, Vote};
 use crate::error::ApiError;
 use crate::network::MAX_RAFT_MESSAGE_BYTES;
 
+/// Counts a refused peer message, and logs it: a peer of another cluster, a node of another
+/// version, or something that is not a peer at all.
+fn refused(reason: &'static str) {
+    metrics::counter!(crate::metrics::PEER_MESSAGES_REFUSED, "reason" => reason).increment(1);
+    tracing::debug!(reason, "refused a Raft message from a peer");
+}
+
 #[derive(Clone, Debug)]
 pub struct RaftPeerService {
     raft: Raft,
@@ -26,6 +33,7 @@ impl RaftPeerService {
         if cluster_id == self.cluster_id {
             return Ok(());
         }
+        refused("cluster");
         Err(ApiError::ClusterMismatch {
             peer: cluster_id,
             local: self.cluster_id,
@@ -37,8 +45,10 @@ impl RaftPeerService {
         message: RaftMessage,
     ) -> Result<T, ApiError> {
         self.check_cluster(message.cluster_id)?;
-        codec::decode(&message.payload, MAX_RAFT_MESSAGE_BYTES)
-            .map_err(|e| ApiError::invalid_argument(format!("bad Raft message: {e}")))
+        codec::decode(&message.payload, MAX_RAFT_MESSAGE_BYTES).map_err(|e| {
+            refused("malformed");
+            ApiError::invalid_argument(format!("bad Raft message: {e}"))
+        })
     }
 
     fn reply<T: Serialize>(&self, value: &T) -> Result<Response<RaftMessage>, ApiError> {
@@ -108,10 +118,14 @@ impl RaftService for RaftPeerService {
             .ok_or_else(|| ApiError::invalid_argument("empty snapshot stream"))?;
         self.check_cluster(head.cluster_id)?;
         let (vote, meta): (Vote, SnapshotMeta) = codec::decode(&head.meta, MAX_RAFT_MESSAGE_BYTES)
-            .map_err(|e| ApiError::invalid_argument(format!("bad snapshot header: {e}")))?;
+            .map_err(|e| {
+                refused("malformed");
+                ApiError::invalid_argument(format!("bad snapshot header: {e}"))
+            })?;
         let mut data = head.data;
         while let Some(chunk) = chunks.message().await? {
             if data.len() + chunk.data.len() > codec::MAX_SNAPSHOT_BYTES {
+                refused("too_large");
                 return Err(ApiError::limit_exceeded(
                     "max_snapshot_bytes",
                     codec::MAX_SNAPSHOT_BYTES as u64,

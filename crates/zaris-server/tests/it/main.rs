@@ -12,5 +12,6 @@ mod leases;
 mod locks;
 mod membership;
 mod names;
+mod peer;
 mod proxy;
 mod watch;

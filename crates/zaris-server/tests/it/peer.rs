@@ -1,0 +1,121 @@
+//! The Raft peer service's bounds: a batch of entries larger than one peer message goes in parts
+//! (a follower that fell behind by more than a message's worth of large entries catches up from
+//! the log), and garbage, another cluster's messages or oversized ones are refused with clear
+//! errors, counted, while the node goes on serving.
+
+use tonic::Code;
+use zaris_client::PutOptions;
+use zaris_proto::v1::RaftMessage;
+use zaris_proto::v1::raft_service_client::RaftServiceClient;
+use zaris_server::MAX_RAFT_MESSAGE_BYTES;
+use zaris_testkit::cluster::TestCluster;
+
+/// The value of a counter with these labels in the process's Prometheus text (0 if absent).
+fn counter(name: &str, label: &str) -> f64 {
+    let text = zaris_server::metrics::prometheus()
+        .map(|handle| handle.render())
+        .unwrap_or_default();
+    text.lines()
+        .find(|line| line.starts_with(name) && line.contains(label))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_behind_by_more_than_a_message_catches_up_from_the_log() {
+    let mut cluster = TestCluster::start(3).await;
+    let leader = cluster.leader().await;
+    let behind = cluster.followers(leader)[0];
+    cluster.stop(behind).await;
+    let ids: Vec<u64> = cluster.running();
+    let client = cluster.client(&ids).await;
+    // 24 entries of about 1 MiB each: together more than one peer message may carry.
+    let value = vec![b'v'; 1_000_000];
+    let mut last = None;
+    for i in 0..24 {
+        last = Some(
+            client
+                .put(format!("big/{i:02}"), value.clone(), PutOptions::default())
+                .await
+                .expect("put")
+                .revision,
+        );
+    }
+    assert!(24 * value.len() > MAX_RAFT_MESSAGE_BYTES);
+    cluster.restart(behind).await;
+    cluster.wait_applied(last.expect("a write")).await;
+    let caught_up = cluster.node(behind).state().read(|d| d.state.key_count());
+    assert_eq!(caught_up, 24);
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_on_the_peer_service_is_refused_and_counted_and_the_node_serves_on() {
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.leader().await;
+    let client = cluster.client(&[1, 2, 3]).await;
+    let cluster_id = zaris_testkit::cluster::config(leader, std::path::PathBuf::new()).cluster_id();
+    let mut raw = RaftServiceClient::connect(format!("http://{}", cluster.addrs[&leader]))
+        .await
+        .expect("connect")
+        .max_encoding_message_size(64 * 1024 * 1024);
+    let malformed_before = counter("zaris_peer_messages_refused_total", "reason=\"malformed\"");
+    let cluster_before = counter("zaris_peer_messages_refused_total", "reason=\"cluster\"");
+
+    let garbage = raw
+        .append_entries(RaftMessage {
+            cluster_id,
+            payload: b"\x02 not an AppendEntries at all".to_vec(),
+        })
+        .await
+        .expect_err("garbage");
+    assert_eq!(garbage.code(), Code::InvalidArgument, "{garbage:?}");
+    assert!(
+        garbage.message().contains("bad Raft message"),
+        "{garbage:?}"
+    );
+
+    let unversioned = raw
+        .vote(RaftMessage {
+            cluster_id,
+            payload: vec![0xff; 64],
+        })
+        .await
+        .expect_err("an unknown format version");
+    assert_eq!(unversioned.code(), Code::InvalidArgument, "{unversioned:?}");
+
+    let stranger = raw
+        .append_entries(RaftMessage {
+            cluster_id: cluster_id ^ 1,
+            payload: Vec::new(),
+        })
+        .await
+        .expect_err("another cluster");
+    assert!(
+        stranger.message().contains("belongs to cluster"),
+        "{stranger:?}"
+    );
+
+    let oversized = raw
+        .append_entries(RaftMessage {
+            cluster_id,
+            payload: vec![0; MAX_RAFT_MESSAGE_BYTES + 1],
+        })
+        .await
+        .expect_err("a message over the limit");
+    assert_eq!(oversized.code(), Code::OutOfRange, "{oversized:?}");
+
+    assert!(
+        counter("zaris_peer_messages_refused_total", "reason=\"malformed\"")
+            >= malformed_before + 2.0
+    );
+    assert!(counter("zaris_peer_messages_refused_total", "reason=\"cluster\"") > cluster_before);
+    // The node (still the leader) serves, and the cluster commits.
+    client
+        .put("after/garbage", "ok", PutOptions::default())
+        .await
+        .expect("put after the garbage");
+    assert_eq!(cluster.leader().await, leader);
+    cluster.shutdown().await;
+}
