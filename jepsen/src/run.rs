@@ -246,23 +246,14 @@ async fn drive(
         }
         (client, keepalive, per_node)
     };
-    let resources = BTreeMap::from([(
-        workload::lock::RESOURCE.to_owned(),
-        Arc::new(FencedResource::default()),
-    )]);
-    let stop_workload = CancellationToken::new();
-    let ctx = Arc::new(Ctx {
-        recorder: recorder.clone(),
+    let ctx = Ctx::new(
+        recorder.clone(),
         client,
         keepalive,
-        ended: Mutex::new(Vec::new()),
-        asked: Mutex::new(Vec::new()),
         per_node,
-        stop: stop_workload.clone(),
-        lease_ttl: Duration::from_millis(LEASE_TTL_MS),
-        resources: resources.clone(),
-        slots: config.concurrency,
-    });
+        config.concurrency,
+    );
+    let (resources, stop_workload) = (ctx.resources.clone(), ctx.stop.clone());
     let mut workers = spawn_workers(&ctx, config.workload, config.seed);
     let nemesis_log: nemesis::Log = Arc::new(Mutex::new(Vec::new()));
     let stop_nemesis = CancellationToken::new();

@@ -11,14 +11,13 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use super::{ContainerCluster, SETTLE, Timings};
 use crate::check::{self, CheckReport, Verdict};
@@ -149,27 +148,18 @@ async fn drive(cluster: &ContainerCluster, workload: Workload, seed: u64) -> Res
                 .await?,
         );
     }
-    let resources = BTreeMap::from([(
-        workload::lock::RESOURCE.to_owned(),
-        Arc::new(FencedResource::default()),
-    )]);
-    let stop_workload = CancellationToken::new();
-    let ctx = Arc::new(Ctx {
-        recorder: recorder.clone(),
-        client: cluster
+    let ctx = Ctx::new(
+        recorder.clone(),
+        cluster
             .client_with(&ids, workload::client_options())
             .await?,
-        keepalive: cluster
+        cluster
             .client_with(&ids, workload::client_options())
             .await?,
-        ended: Mutex::new(Vec::new()),
-        asked: Mutex::new(Vec::new()),
         per_node,
-        stop: stop_workload.clone(),
-        lease_ttl: Duration::from_millis(LEASE_TTL_MS),
-        resources: resources.clone(),
-        slots: CONCURRENCY,
-    });
+        CONCURRENCY,
+    );
+    let (resources, stop_workload) = (ctx.resources.clone(), ctx.stop.clone());
     let mut workers = run::spawn_workers(&ctx, workload, seed);
     let events = nemesis(cluster, &admin, &recorder, seed).await;
     let healthy_after_ns = recorder.now_ns();

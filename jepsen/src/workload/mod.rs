@@ -100,6 +100,32 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// A context for `slots` workers with the harness's lease TTL and one fenced resource
+    /// ([`lock::RESOURCE`]), which the run checks afterwards.
+    pub fn new(
+        recorder: Arc<Recorder>,
+        client: Client,
+        keepalive: Client,
+        per_node: BTreeMap<u64, Client>,
+        slots: u64,
+    ) -> Arc<Ctx> {
+        Arc::new(Ctx {
+            recorder,
+            client,
+            keepalive,
+            ended: Mutex::new(Vec::new()),
+            asked: Mutex::new(Vec::new()),
+            per_node,
+            stop: CancellationToken::new(),
+            lease_ttl: Duration::from_millis(crate::run::LEASE_TTL_MS),
+            resources: BTreeMap::from([(
+                lock::RESOURCE.to_owned(),
+                Arc::new(FencedResource::default()),
+            )]),
+            slots,
+        })
+    }
+
     pub fn rng(&self, seed: u64, slot: u64) -> StdRng {
         StdRng::seed_from_u64(seed ^ (slot.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
     }

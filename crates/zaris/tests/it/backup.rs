@@ -36,6 +36,13 @@ async fn zaris_json(args: &[&str]) -> Result<Value, String> {
         .map_err(|e| format!("{e}: {}", String::from_utf8_lossy(&output.stdout)))
 }
 
+fn prefix() -> RangeOptions {
+    RangeOptions {
+        prefix: true,
+        ..RangeOptions::default()
+    }
+}
+
 fn bound(lease: zaris_client::LeaseId) -> PutOptions {
     PutOptions {
         lease: Some(lease),
@@ -94,16 +101,7 @@ async fn a_snapshot_saved_under_writes_restores_a_new_cluster_with_exactly_what_
         .await
         .expect("put");
     let _ = old.revoke(gone).await.expect("revoke");
-    let before = old
-        .range(
-            "",
-            RangeOptions {
-                prefix: true,
-                ..RangeOptions::default()
-            },
-        )
-        .await
-        .expect("range");
+    let before = old.range("", prefix()).await.expect("range");
 
     // A writer keeps writing while the snapshot is taken (through a follower: redirected).
     let stop = Arc::new(AtomicBool::new(false));
@@ -130,16 +128,7 @@ async fn a_snapshot_saved_under_writes_restores_a_new_cluster_with_exactly_what_
         "the writer to get going",
         Duration::from_secs(10),
         || async {
-            let range = old
-                .range(
-                    "w/",
-                    RangeOptions {
-                        prefix: true,
-                        ..RangeOptions::default()
-                    },
-                )
-                .await
-                .ok()?;
+            let range = old.range("w/", prefix()).await.ok()?;
             (range.count >= 20).then_some(())
         },
     )
@@ -161,16 +150,7 @@ async fn a_snapshot_saved_under_writes_restores_a_new_cluster_with_exactly_what_
         "writes after the snapshot",
         Duration::from_secs(10),
         || async {
-            let range = old
-                .range(
-                    "w/",
-                    RangeOptions {
-                        prefix: true,
-                        ..RangeOptions::default()
-                    },
-                )
-                .await
-                .ok()?;
+            let range = old.range("w/", prefix()).await.ok()?;
             (range.revision.get() > revision + 20).then_some(())
         },
     )
@@ -242,16 +222,7 @@ async fn a_snapshot_saved_under_writes_restores_a_new_cluster_with_exactly_what_
     let new = client(&endpoints).await;
 
     // Exactly the snapshot: the ownership state as it was, with its ids, revisions and token...
-    let after_restore = new
-        .range(
-            "",
-            RangeOptions {
-                prefix: true,
-                ..RangeOptions::default()
-            },
-        )
-        .await
-        .expect("range");
+    let after_restore = new.range("", prefix()).await.expect("range");
     let restored: BTreeMap<Vec<u8>, _> = after_restore
         .kvs
         .iter()
