@@ -170,6 +170,13 @@ impl CallSpec {
         }
     }
 
+    /// One attempt may take the whole call timeout (a call whose server side takes long before
+    /// it answers, such as encoding a snapshot of a large state).
+    pub(crate) const fn with_whole_budget(mut self) -> Self {
+        self.whole_budget_attempt = true;
+        self
+    }
+
     pub(crate) const fn with_extra_wait(mut self, wait: Duration) -> Self {
         self.extra_wait = wait;
         self

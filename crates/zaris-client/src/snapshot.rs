@@ -47,15 +47,17 @@ impl Client {
     /// was written to `out` is incomplete and must be discarded. `zaris snapshot save` adds a
     /// file header and writes it atomically.
     ///
-    /// Opening the stream retries like a read, within the client's timeout; once data flows, each
-    /// chunk must arrive within the timeout, and the call is not retried.
+    /// Opening the stream retries like a read, within the client's timeout, and one attempt may
+    /// take all of it (the leader encodes the whole state before it answers: give a large state
+    /// a longer timeout). Once data flows, each chunk must arrive within the timeout, and the
+    /// call is not retried.
     pub async fn snapshot<W: AsyncWrite + Unpin>(
         &self,
         out: &mut W,
     ) -> Result<SnapshotSaved, Error> {
         let opened = self
             .call(
-                CallSpec::idempotent("Snapshot"),
+                CallSpec::idempotent("Snapshot").with_whole_budget(),
                 SnapshotRequest {},
                 |channel, req| async move {
                     let mut rest = ClusterClient::new(channel)

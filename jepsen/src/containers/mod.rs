@@ -810,6 +810,9 @@ async fn backup_restore(cluster: &ContainerCluster, image: &str) -> Result<()> {
     cluster
         .copy_out(follower, "/tmp/backup.zsnap", &backup)
         .await?;
+    // Saved mode 0600 (it holds every value); the restoring containers run as the image's
+    // user, as deploy.md says to allow for.
+    std::fs::set_permissions(&backup, std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
     // The old cluster is gone (as in a disaster); the new one is restored on new volumes.
     for id in 1..=3 {
         cluster.kill(id).await?;

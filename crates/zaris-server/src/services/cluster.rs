@@ -6,6 +6,7 @@ use futures::StreamExt;
 use openraft::async_runtime::WatchReceiver;
 use openraft::errors::{ClientWriteError, RaftError};
 use openraft::{BasicNode, ChangeMembers, ServerState};
+use tokio::sync::OwnedSemaphorePermit;
 use tonic::{Request, Response, Status};
 use zaris_proto::v1::cluster_server::Cluster;
 use zaris_proto::v1::{
@@ -205,6 +206,8 @@ impl ClusterService {
 
 /// Data bytes per Snapshot message (well under the 4 MiB a client decodes by default).
 pub const SNAPSHOT_CHUNK_BYTES: usize = 1024 * 1024;
+/// How long a Snapshot stream waits for its reader to take the next chunk before it gives up.
+pub const SNAPSHOT_SEND_STALL: std::time::Duration = std::time::Duration::from_secs(30);
 
 type SnapshotStream =
     std::pin::Pin<Box<dyn futures::Stream<Item = Result<SnapshotChunk, Status>> + Send + 'static>>;
@@ -213,10 +216,17 @@ impl ClusterService {
     /// A consistent copy of the state, encoded: copied under the read lock after a linearizable
     /// barrier (so it holds every write acknowledged before the call), encoded and hashed off the
     /// async threads (a large state takes a while, and apply must not wait for it).
-    async fn encode_snapshot(&self) -> Result<(SnapshotInfo, Vec<u8>), ApiError> {
+    ///
+    /// `permit` travels with the copy: into the encoder (which runs to its end even when the
+    /// call is dropped meanwhile) and back out with the bytes, so the bound on copies holds.
+    async fn encode_snapshot(
+        &self,
+        permit: OwnedSemaphorePermit,
+    ) -> Result<(SnapshotInfo, Vec<u8>, OwnedSemaphorePermit), ApiError> {
         self.0.proposer.linearizable().await?;
         let state = self.0.state.read(|d| d.state.clone());
         let encoded = tokio::task::spawn_blocking(move || {
+            let _copy_held = &permit;
             let bytes = state.snapshot()?;
             let info = SnapshotInfo {
                 revision: state.last_applied().get(),
@@ -226,7 +236,7 @@ impl ClusterService {
                 lease_count: state.lease_count() as u64,
                 key_count: state.key_count() as u64,
             };
-            Ok::<_, zaris_core::codec::CodecError>((info, bytes))
+            Ok::<_, zaris_core::codec::CodecError>((info, bytes, permit))
         })
         .await;
         match encoded {
@@ -248,7 +258,7 @@ impl Cluster for ClusterService {
         &self,
         _request: Request<SnapshotRequest>,
     ) -> Result<Response<SnapshotStream>, Status> {
-        // Held until the stream is dropped: sent in full, or abandoned by the client.
+        // Held by the copy of the state: while it is encoded, then sent (or given up on).
         let permit =
             self.1
                 .0
@@ -259,7 +269,7 @@ impl Cluster for ClusterService {
                     max: u64::from(MAX_CONCURRENT_SNAPSHOTS),
                     actual: u64::from(MAX_CONCURRENT_SNAPSHOTS) + 1,
                 })?;
-        let (info, bytes) = self.encode_snapshot().await?;
+        let (info, bytes, permit) = self.encode_snapshot(permit).await?;
         tracing::info!(
             revision = info.revision,
             bytes = info.size_bytes,
@@ -274,19 +284,45 @@ impl Cluster for ClusterService {
             info: Some(info),
             data: Vec::new(),
         };
-        // Chunks are copied out one at a time as the client reads them, not all up front.
-        let bytes = std::sync::Arc::new(bytes);
-        let chunk_count = bytes.len().div_ceil(SNAPSHOT_CHUNK_BYTES);
-        let chunks = futures::stream::iter(0..chunk_count).map(move |i| {
-            let _sending = &permit;
-            let start = i * SNAPSHOT_CHUNK_BYTES;
-            let end = (start + SNAPSHOT_CHUNK_BYTES).min(bytes.len());
-            Ok(SnapshotChunk {
-                data: bytes[start..end].to_vec(),
-                ..SnapshotChunk::default()
-            })
+        // A sender task copies the chunks out one at a time as the client takes them. A client
+        // that stops taking them (paused, cut off) is given up on after SNAPSHOT_SEND_STALL, so
+        // it cannot hold the copy, and the one permit, for good.
+        let (sender, receiver) = tokio::sync::mpsc::channel(1);
+        // Dropped with the stream (sent in full, or abandoned by the client).
+        let (stream_alive, stream_dropped) = tokio::sync::oneshot::channel::<()>();
+        let node_id = self.0.node_id;
+        self.0.tasks.spawn(async move {
+            let _copy_held = permit;
+            let chunks =
+                std::iter::once(first).chain(bytes.chunks(SNAPSHOT_CHUNK_BYTES).map(|data| {
+                    SnapshotChunk {
+                        data: data.to_vec(),
+                        ..SnapshotChunk::default()
+                    }
+                }));
+            for chunk in chunks {
+                match sender.send_timeout(Ok(chunk), SNAPSHOT_SEND_STALL).await {
+                    Ok(()) => {}
+                    Err(tokio::sync::mpsc::error::SendTimeoutError::Timeout(_)) => {
+                        tracing::warn!(
+                            node_id,
+                            stall = ?SNAPSHOT_SEND_STALL,
+                            "a snapshot reader stopped reading; giving up on it"
+                        );
+                        return;
+                    }
+                    Err(tokio::sync::mpsc::error::SendTimeoutError::Closed(_)) => return,
+                }
+            }
+            // The end of the stream. The last chunks may still sit in the transport's buffers:
+            // the snapshot is being sent until the stream is done with (or the reader stalls).
+            drop(sender);
+            let _ = tokio::time::timeout(SNAPSHOT_SEND_STALL, stream_dropped).await;
         });
-        let stream = futures::stream::once(async move { Ok(first) }).chain(chunks);
+        let stream = tokio_stream::wrappers::ReceiverStream::new(receiver).map(move |chunk| {
+            let _alive = &stream_alive;
+            chunk
+        });
         Ok(Response::new(Box::pin(stream)))
     }
 

@@ -40,31 +40,51 @@ pub struct Header {
     pub saved_at_unix_ms: u64,
 }
 
-/// Writes the file atomically: into `PATH.part`, fsync'd, then renamed over `path`; a crash or
-/// error midway never leaves a partial file under the final name.
+/// Writes the file atomically: into a new temporary file beside it (`PATH.part-<pid>-<n>`,
+/// created exclusively, mode 0600: the backup holds every value), fsync'd, renamed over `path`,
+/// and the directory fsync'd. A crash or error midway never leaves a partial file under the
+/// final name, and two saves to the same path at once never share a temporary file.
 pub fn write(path: &Path, header: &Header, data: &[u8]) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    static ATTEMPT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let mut part = path.as_os_str().to_owned();
-    part.push(".part");
+    part.push(format!(
+        ".part-{}-{}",
+        std::process::id(),
+        ATTEMPT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
     let part = std::path::PathBuf::from(part);
-    let result = (|| {
-        let mut file = std::fs::File::create(&part)
-            .with_context(|| format!("cannot create {}", part.display()))?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&part)
+        .with_context(|| format!("cannot create {}", part.display()))?;
+    let written = (|| {
         let header_line = serde_json::to_string(header)?;
         file.write_all(format!("{MAGIC}\n{header_line}\n").as_bytes())?;
         file.write_all(data)?;
         file.sync_all()?;
         std::fs::rename(&part, path)
-            .with_context(|| format!("cannot rename {} to {}", part.display(), path.display()))?;
-        // The rename is durable once the directory is.
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::File::open(dir)?.sync_all()?;
-        }
-        anyhow::Ok(())
+            .with_context(|| format!("cannot rename {} to {}", part.display(), path.display()))
     })();
-    if result.is_err() {
+    if let Err(e) = written {
         let _ = std::fs::remove_file(&part);
+        return Err(e.context(format!("cannot write {}", path.display())));
     }
-    result.with_context(|| format!("cannot write {}", path.display()))
+    // The rename is durable once the directory is.
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| {
+            format!(
+                "{} is written, but its directory could not be synced",
+                path.display()
+            )
+        })
 }
 
 /// A backup read back and checked: the header matches the data (length, SHA-256), and the data
@@ -160,7 +180,15 @@ mod tests {
         let path = dir.path().join("backup.zsnap");
         let (header, data) = backup_bytes();
         write(&path, &header, &data).expect("write");
-        assert!(!dir.path().join("backup.zsnap.part").exists());
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().contains(".part"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).expect("stat").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
         let read_back = read(&path).expect("read");
         assert_eq!(read_back.header, header);
         assert_eq!(read_back.state.last_applied().get(), 42);

@@ -37,9 +37,11 @@ pub enum SnapshotCmd {
     /// Seed one member of a new cluster from a snapshot file. Offline: run it once per member,
     /// each with its own --node-id and --data-dir and the same FILE, --initial-cluster and
     /// --bump-revision, then start the members with `zaris serve` on those data dirs.
-    #[command(after_help = "Example, for member 1 of three:\n  \
+    #[command(
+        after_help = "Example, for member 1 of three (the same file, --initial-cluster and --bump-revision on each;\ncompare the seed each prints):\n  \
         zaris snapshot restore backup.zsnap --node-id 1 --data-dir /var/lib/zaris \\\n      \
-        --initial-cluster 1=zaris-1:7001,2=zaris-2:7001,3=zaris-3:7001 --bump-revision 1000000")]
+        --initial-cluster 1=zaris-1:7001,2=zaris-2:7001,3=zaris-3:7001 --bump-revision 1000000"
+    )]
     Restore {
         /// The snapshot file.
         file: PathBuf,
@@ -49,15 +51,17 @@ pub enum SnapshotCmd {
         /// The data dir to create for it (must not exist, or be empty).
         #[arg(long)]
         data_dir: PathBuf,
-        /// The new cluster's members, `id=host:port,...`, as `zaris serve` takes them. Default:
-        /// this member alone at 127.0.0.1:7001.
+        /// The new cluster's members, `id=host:port,...`, as `zaris serve` takes them. The same
+        /// on every member: members seeded with different lists do not form one cluster.
         #[arg(long)]
-        initial_cluster: Option<String>,
+        initial_cluster: String,
         /// Start the new cluster's revisions (and server-chosen lease ids) this far above the
         /// snapshot's. At least the revisions the old cluster wrote after the snapshot, so that
         /// fencing tokens the new cluster issues exceed every token the old one issued, and no
         /// lease id it handed out is handed out again. 0 keeps them.
-        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=MAX_BUMP_REVISION))]
+        /// Required, and the same on every member (members seeded at different positions would
+        /// diverge): give 0 only if the old cluster wrote nothing after the snapshot.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(0..=MAX_BUMP_REVISION))]
         bump_revision: u64,
     },
 }
@@ -73,10 +77,7 @@ pub async fn run(global: GlobalOpts, command: SnapshotCmd) -> anyhow::Result<()>
             initial_cluster,
             bump_revision,
         } => {
-            let members = match initial_cluster {
-                Some(text) => crate::serve::parse_initial_cluster(&text)?,
-                None => [(node_id, "127.0.0.1:7001".to_owned())].into(),
-            };
+            let members = crate::serve::parse_initial_cluster(&initial_cluster)?;
             restore(
                 global.output,
                 &file,
@@ -194,8 +195,21 @@ async fn restore(
     zaris_raft::restore::seed(data_dir, &backup.state, members)
         .await
         .with_context(|| format!("cannot restore into {}", data_dir.display()))?;
+    // Every member must be seeded alike; nothing can check that across machines before they
+    // start, so the operator compares this: equal on every member, or do not start them.
+    let seed = zaris_core::codec::bytes_digest(
+        format!(
+            "{} {bump_revision} {}",
+            backup.header.sha256,
+            describe(members)
+        )
+        .as_bytes(),
+    )
+    .to_string()[..16]
+        .to_owned();
     match output {
         OutputFormat::Json => print_line(json!({
+            "seed": seed,
             "file": path,
             "data_dir": data_dir,
             "node_id": node_id,
@@ -205,6 +219,7 @@ async fn restore(
         })),
         OutputFormat::Table => print_line(format!(
             "restored revision {revision} into {} as member {node_id} of {}; new revisions start after {start}\n\
+             seed {seed}: every member of the new cluster must show the same seed\n\
              start it with: zaris serve --node-id {node_id} --data-dir {} --initial-cluster {}",
             data_dir.display(),
             describe(members),

@@ -181,6 +181,7 @@ async fn a_snapshot_saved_under_writes_restores_a_new_cluster_with_exactly_what_
         .collect::<Vec<_>>()
         .join(",");
     let bump = BUMP.to_string();
+    let mut seeds = Vec::new();
     for id in 1..=3u64 {
         let data_dir = serve(id, &new_root).data_dir();
         let restored = zaris_json(&[
@@ -199,7 +200,9 @@ async fn a_snapshot_saved_under_writes_restores_a_new_cluster_with_exactly_what_
         .await
         .expect("snapshot restore");
         assert_eq!(restored["start_revision"], revision + BUMP, "{restored}");
+        seeds.push(restored["seed"].as_str().expect("seed").to_owned());
     }
+    assert!(seeds.iter().all(|seed| *seed == seeds[0]), "{seeds:?}");
     refuses_what_it_must(
         backup_path,
         &serve(1, &new_root).data_dir(),
@@ -321,6 +324,8 @@ async fn refuses_what_it_must(
                 &dir,
                 "--initial-cluster",
                 &initial_cluster,
+                "--bump-revision",
+                "0",
             ])
             .await
         }
