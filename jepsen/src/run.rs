@@ -253,8 +253,8 @@ async fn drive(
         per_node,
         config.concurrency,
     );
-    let (resources, stop_workload) = (ctx.resources.clone(), ctx.stop.clone());
-    let mut workers = spawn_workers(&ctx, config.workload, config.seed);
+    let resources = ctx.resources.clone();
+    let workers = spawn_workers(&ctx, config.workload, config.seed);
     let nemesis_log: nemesis::Log = Arc::new(Mutex::new(Vec::new()));
     let stop_nemesis = CancellationToken::new();
     let nemesis = tokio::spawn(nemesis::run(
@@ -278,15 +278,7 @@ async fn drive(
         guard.wait_for_leader(Duration::from_secs(20)).await?;
     }
     let healthy_after_ns = recorder.now_ns();
-    // Quiet time: the workload goes on against a healthy cluster, so leases left to expire are
-    // seen to go, and late effects of the faults show up in the history.
-    tokio::time::sleep(Duration::from_millis(
-        3 * LEASE_TTL_MS + 2 * ELECTION_TIMEOUT_MS,
-    ))
-    .await;
-    stop_workload.cancel();
-    while workers.join_next().await.is_some() {}
-    let duration_ns = recorder.now_ns();
+    let duration_ns = quiet_then_stop(&ctx, workers).await;
     Ok((
         recorder,
         resources,
@@ -294,6 +286,19 @@ async fn drive(
         healthy_after_ns,
         duration_ns,
     ))
+}
+
+/// The quiet time at the end of a run: the workload goes on against a healthy cluster, so leases
+/// left to expire are seen to go, and late effects of the faults show up in the history. Then
+/// the workers stop. Returns the run's duration (the recorder's clock).
+pub async fn quiet_then_stop(ctx: &Ctx, mut workers: tokio::task::JoinSet<()>) -> u64 {
+    tokio::time::sleep(Duration::from_millis(
+        3 * LEASE_TTL_MS + 2 * ELECTION_TIMEOUT_MS,
+    ))
+    .await;
+    ctx.stop.cancel();
+    while workers.join_next().await.is_some() {}
+    ctx.recorder.now_ns()
 }
 
 /// Starts `ctx.slots` workers of `workload`; they run until `ctx.stop` is cancelled.

@@ -23,7 +23,7 @@ use super::{ContainerCluster, SETTLE, Timings};
 use crate::check::{self, CheckReport, Verdict};
 use crate::nemesis::{self, Event};
 use crate::recorder::Recorder;
-use crate::run::{self, ELECTION_TIMEOUT_MS, LEASE_TTL_MS, MIN_OK_PER_S};
+use crate::run::{self, ELECTION_TIMEOUT_MS, MIN_OK_PER_S};
 use crate::workload::{self, Ctx, FencedResource, Workload};
 
 /// How long the nemesis runs (the quiet time after it comes on top).
@@ -159,19 +159,12 @@ async fn drive(cluster: &ContainerCluster, workload: Workload, seed: u64) -> Res
         per_node,
         CONCURRENCY,
     );
-    let (resources, stop_workload) = (ctx.resources.clone(), ctx.stop.clone());
-    let mut workers = run::spawn_workers(&ctx, workload, seed);
+    let resources = ctx.resources.clone();
+    let workers = run::spawn_workers(&ctx, workload, seed);
     let events = nemesis(cluster, &admin, &recorder, seed).await;
     let healthy_after_ns = recorder.now_ns();
     let events = events?;
-    // Quiet time, as in the process harness: leases left to expire are seen to go.
-    tokio::time::sleep(Duration::from_millis(
-        3 * LEASE_TTL_MS + 2 * ELECTION_TIMEOUT_MS,
-    ))
-    .await;
-    stop_workload.cancel();
-    while workers.join_next().await.is_some() {}
-    let duration_ns = recorder.now_ns();
+    let duration_ns = run::quiet_then_stop(&ctx, workers).await;
     Ok((recorder, resources, events, healthy_after_ns, duration_ns))
 }
 
