@@ -16,6 +16,10 @@ use zaris_core::codec;
 use crate::io_err;
 use crate::types::{Entry, LogId, TypeConfig, Vote};
 
+/// The sled trees of the log: entries, and the vote, purge point and committed index.
+pub(crate) const LOG_TREE: &str = "raft_log";
+pub(crate) const META_TREE: &str = "raft_meta";
+
 const VOTE: &str = "vote";
 const LAST_PURGED: &str = "last_purged";
 const COMMITTED: &str = "committed";
@@ -63,10 +67,10 @@ fn index_key(index: u64) -> [u8; 8] {
 impl LogStore {
     pub(crate) fn new(db: sled::Db) -> io::Result<Self> {
         let log = db
-            .open_tree("raft_log")
+            .open_tree(LOG_TREE)
             .map_err(|e| io_err("open log tree", e))?;
         let meta = db
-            .open_tree("raft_meta")
+            .open_tree(META_TREE)
             .map_err(|e| io_err("open meta tree", e))?;
         let db = Arc::new(db);
         let (flusher, pending) = mpsc::channel(PENDING_FLUSHES);

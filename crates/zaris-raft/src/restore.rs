@@ -12,7 +12,7 @@ use openraft::{BasicNode, Membership};
 use zaris_core::State;
 
 use crate::io_err;
-use crate::log_store::LogStore;
+use crate::log_store::{LOG_TREE, LogStore, META_TREE};
 use crate::sm_store::{SNAPSHOT_TREE, SnapshotFiles};
 use crate::types::{LogId, SnapshotMeta, StoredMembership};
 
@@ -29,7 +29,7 @@ pub async fn seed(dir: &Path, state: &State, members: &BTreeMap<u64, String>) ->
     };
     let bytes = state.snapshot().map_err(|e| io_err("encode snapshot", e))?;
     let db = crate::open_db(dir).await?;
-    for tree in ["raft_log", "raft_meta", SNAPSHOT_TREE] {
+    for tree in [LOG_TREE, META_TREE, SNAPSHOT_TREE] {
         let tree = db.open_tree(tree).map_err(|e| io_err("open tree", e))?;
         if !tree.is_empty() {
             return Err(io_err(

@@ -24,8 +24,8 @@ use zaris_raft::{Snapshot, TypeConfig, Vote};
 
 use crate::faults::FaultConfig;
 
-/// Snapshot bytes per gRPC message.
-const SNAPSHOT_CHUNK_BYTES: usize = 1024 * 1024;
+/// Snapshot bytes per gRPC message: peers installing one, and clients taking a backup.
+pub(crate) const SNAPSHOT_CHUNK_BYTES: usize = 1024 * 1024;
 /// Most bytes of entries one AppendEntries carries. openraft batches by entry count
 /// (`max_payload_entries`), not size: a batch over this is sent as its longest prefix that fits
 /// (at least one entry), answered to openraft as a partial success, and the rest follows.

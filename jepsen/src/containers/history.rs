@@ -54,16 +54,11 @@ pub async fn run(image: &str, workload: Workload, seed: u64, dir: &Path) -> Resu
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let cluster = ContainerCluster::start_with(image, 3, Timings::HARNESS).await?;
     let outcome = drive(&cluster, workload, seed).await;
+    if outcome.is_err() {
+        cluster.report_logs().await;
+    }
+    let (recorder, resources, nemesis_events, healthy_after_ns, duration_ns) = outcome?;
     let logs = cluster.logs().await;
-    let (recorder, resources, nemesis_events, healthy_after_ns, duration_ns) = match outcome {
-        Ok(outcome) => outcome,
-        Err(err) => {
-            for (id, text) in &logs {
-                eprintln!("--- node {id}:\n{}", tail(text, 30));
-            }
-            return Err(err);
-        }
-    };
     drop(cluster);
 
     let history = recorder.history();
@@ -230,9 +225,4 @@ async fn nemesis(
         .await?;
     }
     Ok(events)
-}
-
-fn tail(text: &str, lines: usize) -> String {
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }

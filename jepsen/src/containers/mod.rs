@@ -328,6 +328,17 @@ impl ContainerCluster {
         logs
     }
 
+    /// Prints the end of every node's log, for a failure report.
+    pub async fn report_logs(&self) {
+        for id in self.ids() {
+            eprintln!(
+                "--- node {id} ({}):\n{}",
+                self.container(id),
+                self.log_tail(id).await
+            );
+        }
+    }
+
     /// The ids of the nodes this cluster has created.
     pub fn ids(&self) -> Vec<u64> {
         self.ports
@@ -431,13 +442,7 @@ pub async fn run(image: &str, scenario: &str, seed: u64, store: &std::path::Path
         other => bail!("unknown container scenario {other:?}; known: {SCENARIOS:?}"),
     };
     if result.is_err() {
-        for id in cluster.ids() {
-            eprintln!(
-                "--- node {id} ({}):\n{}",
-                cluster.container(id),
-                cluster.log_tail(id).await
-            );
-        }
+        cluster.report_logs().await;
     }
     result
 }
@@ -849,9 +854,7 @@ async fn backup_restore(cluster: &ContainerCluster, image: &str) -> Result<()> {
     }
     .await;
     if result.is_err() {
-        for id in 1..=3 {
-            eprintln!("--- restored node {id}:\n{}", restored.log_tail(id).await);
-        }
+        restored.report_logs().await;
     }
     result
 }

@@ -1,12 +1,13 @@
 //! Cluster status and membership changes (add as learner, catch up, promote; remove).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use openraft::async_runtime::WatchReceiver;
 use openraft::errors::{ClientWriteError, RaftError};
 use openraft::{BasicNode, ChangeMembers, ServerState};
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::{Request, Response, Status};
 use zaris_proto::v1::cluster_server::Cluster;
 use zaris_proto::v1::{
@@ -18,35 +19,30 @@ use zaris_raft::TypeConfig;
 
 use super::NodeContext;
 use crate::error::ApiError;
+use crate::network::SNAPSHOT_CHUNK_BYTES;
 
 /// How long MemberAdd (with promotion) and MemberPromote wait for a learner to catch up before
 /// refusing to make it a voter (LEARNER_NOT_CAUGHT_UP). Shorter than a client's request timeout,
 /// so the caller hears the answer; promote again once the learner has caught up.
 pub const LEARNER_CATCH_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// The cluster service, and the snapshots it is sending (see [`MAX_CONCURRENT_SNAPSHOTS`]).
 #[derive(Clone, Debug)]
-pub struct ClusterService(pub NodeContext, SnapshotSends);
+pub struct ClusterService(pub NodeContext, Arc<Semaphore>);
 
 /// Snapshots this member sends at once. Each holds a copy of the whole state and its encoding
 /// until the client has read it all, so a client calling Snapshot in a loop must not be able to
 /// multiply that: one at a time; another call meanwhile is refused (CAPACITY_EXCEEDED).
 pub const MAX_CONCURRENT_SNAPSHOTS: u32 = 1;
 
-#[derive(Clone, Debug)]
-struct SnapshotSends(std::sync::Arc<tokio::sync::Semaphore>);
-
 impl ClusterService {
     pub fn new(context: NodeContext) -> Self {
         ClusterService(
             context,
-            SnapshotSends(std::sync::Arc::new(tokio::sync::Semaphore::new(
-                MAX_CONCURRENT_SNAPSHOTS as usize,
-            ))),
+            Arc::new(Semaphore::new(MAX_CONCURRENT_SNAPSHOTS as usize)),
         )
     }
-}
 
-impl ClusterService {
     fn members(&self) -> Vec<Member> {
         let metrics = self.0.proposer.raft().metrics().borrow_watched().clone();
         let membership = metrics.membership_config.membership();
@@ -204,8 +200,6 @@ impl ClusterService {
     }
 }
 
-/// Data bytes per Snapshot message (well under the 4 MiB a client decodes by default).
-pub const SNAPSHOT_CHUNK_BYTES: usize = 1024 * 1024;
 /// How long a Snapshot stream waits for its reader to take the next chunk before it gives up.
 pub const SNAPSHOT_SEND_STALL: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -261,7 +255,6 @@ impl Cluster for ClusterService {
         // Held by the copy of the state: while it is encoded, then sent (or given up on).
         let permit =
             self.1
-                .0
                 .clone()
                 .try_acquire_owned()
                 .map_err(|_| ApiError::CapacityExceeded {

@@ -417,12 +417,17 @@ fn read_value(path: &std::path::Path) -> Result<Vec<u8>> {
 
 /// Runs one client subcommand. The error, if any, is one line meant to be printed after
 /// "error: ".
-pub async fn run(global: GlobalOpts, command: Command) -> Result<()> {
+/// The client of `--endpoints` with `--timeout`. Lazy: a command run while the cluster starts
+/// waits for it (up to --timeout), as every call retries; a cluster that never answers is
+/// reported by the call itself.
+pub(crate) fn client(global: &GlobalOpts) -> Result<Client> {
     let options = ClientOptions::default().with_timeout(global.timeout);
-    // Lazy: a command run while the cluster starts waits for it (up to --timeout), as every
-    // call retries; a cluster that never answers is reported by the call itself.
-    let client = Client::lazy(global.endpoints.iter().map(String::as_str), options)
-        .map_err(|err| anyhow!("{err}"))?;
+    Client::lazy(global.endpoints.iter().map(String::as_str), options)
+        .map_err(|err| anyhow!("{err}"))
+}
+
+pub async fn run(global: GlobalOpts, command: Command) -> Result<()> {
+    let client = client(&global)?;
     let cli = Cli {
         client,
         format: global.output,

@@ -9,7 +9,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, anyhow, bail};
 use clap::Subcommand;
 use serde_json::json;
-use zaris_client::{Client, ClientOptions};
 
 use crate::cli::{GlobalOpts, OutputFormat, print_line};
 
@@ -92,9 +91,7 @@ pub async fn run(global: GlobalOpts, command: SnapshotCmd) -> anyhow::Result<()>
 }
 
 async fn save(global: &GlobalOpts, path: &Path) -> anyhow::Result<()> {
-    let options = ClientOptions::default().with_timeout(global.timeout);
-    let client = Client::lazy(global.endpoints.iter().map(String::as_str), options)
-        .map_err(|err| anyhow!("{err}"))?;
+    let client = crate::cli::client(global)?;
     let mut data = Vec::new();
     let saved = client
         .snapshot(&mut data)
