@@ -31,8 +31,9 @@ RUN groupadd --system --gid 10001 zaris \
 
 COPY ${ZARIS_BIN} /usr/local/bin/zaris
 
-# Listen on every interface of the container: 7001 for clients and Raft peers, 9001 for
-# /metrics, /health and /ready (the ports docs/operations.md uses for node 1). A cluster member
+# Listen on every interface of the container: 7001 for clients, 7101 for Raft peers (the peer
+# listener's default on the client listener's IP), 9001 for /metrics, /health and /ready (the
+# ports docs/operations.md uses for node 1). A cluster member
 # also needs ZARIS_NODE_ID and ZARIS_INITIAL_CLUSTER (or ZARIS_JOIN=true); a single node that
 # may grow later should set ZARIS_ADVERTISE (otherwise it records the container's host name).
 ENV ZARIS_LISTEN=0.0.0.0:7001 \
@@ -41,7 +42,7 @@ ENV ZARIS_LISTEN=0.0.0.0:7001 \
 
 VOLUME ["/var/lib/zaris"]
 WORKDIR /var/lib/zaris
-EXPOSE 7001 9001
+EXPOSE 7001 7101 9001
 USER 10001:10001
 
 # Healthy while GET /ready on the HTTP port answers 200: a leader acknowledged by a quorum, or a

@@ -1,9 +1,11 @@
 //! Real `zaris serve` processes behind the harness's proxies.
 //!
-//! Node `j` listens on a port the OS picks and advertises its *client proxy* `C_j`: clients, and
-//! redirects, only ever see proxy addresses. Node `i` reaches node `j` through its own *peer
-//! proxy* `P_ij` (the hidden `--peer-override` flag of a `fault-injection` build), so every
-//! directed link can be cut, slowed or reset on its own. Every address is on 127.0.0.1.
+//! Node `j` listens on ports the OS picks and advertises its *client proxy* `C_j`: clients, and
+//! redirects, only ever see proxy addresses. Node `i` reaches node `j`'s peer port through its
+//! own *peer proxy* `P_ij` (the hidden `--peer-override` flag of a `fault-injection` build), so
+//! every directed link can be cut, slowed or reset on its own. The peer address in `j`'s member
+//! record is one more proxy, `M_j`, to its peer port: the overrides keep members from dialing
+//! it, but it stays a working address across restarts. Every address is on 127.0.0.1.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -62,6 +64,8 @@ pub struct Cluster {
     nodes: BTreeMap<u64, Node>,
     client_links: BTreeMap<u64, Link>,
     peer_links: BTreeMap<(u64, u64), Link>,
+    /// `M_j`: the peer address in node `j`'s member record.
+    member_peer_links: BTreeMap<u64, Link>,
 }
 
 impl Cluster {
@@ -69,8 +73,10 @@ impl Cluster {
         let ids: Vec<u64> = (1..=spec.nodes).collect();
         let mut client_links = BTreeMap::new();
         let mut peer_links = BTreeMap::new();
+        let mut member_peer_links = BTreeMap::new();
         for &to in &ids {
             client_links.insert(to, Link::start().await?);
+            member_peer_links.insert(to, Link::start().await?);
             for &from in &ids {
                 if from != to {
                     peer_links.insert((from, to), Link::start().await?);
@@ -82,6 +88,7 @@ impl Cluster {
             nodes: BTreeMap::new(),
             client_links,
             peer_links,
+            member_peer_links,
         };
         for &id in &ids {
             cluster.launch(id, false).await?;
@@ -116,7 +123,7 @@ impl Cluster {
         let initial: Vec<String> = self
             .client_links
             .iter()
-            .map(|(j, link)| format!("{j}={}", link.addr))
+            .map(|(j, link)| format!("{j}={}/{}", link.addr, self.member_peer_links[j].addr))
             .collect();
         let overrides: Vec<String> = self
             .peer_links
@@ -131,6 +138,10 @@ impl Cluster {
             .heartbeat_ms(spec.heartbeat_ms)
             .min_ttl_ms(spec.min_ttl_ms)
             .args(["--advertise", &self.client_links[&id].addr.to_string()])
+            .args([
+                "--peer-advertise",
+                &self.member_peer_links[&id].addr.to_string(),
+            ])
             .args(["--peer-override", &overrides.join(",")])
             .env("RUST_BACKTRACE", "1");
         if join {
@@ -151,7 +162,7 @@ impl Cluster {
             serve = serve.args(["--clock-rate", &rate.to_string()]);
         }
         let process = serve.start().await?;
-        let addr = process.addr();
+        let (addr, peer_addr) = (process.addr(), process.peer_addr());
         self.nodes.insert(
             id,
             Node {
@@ -161,9 +172,10 @@ impl Cluster {
             },
         );
         self.client_links[&id].set_target(addr);
+        self.member_peer_links[&id].set_target(peer_addr);
         for ((_, to), link) in &self.peer_links {
             if *to == id {
-                link.set_target(addr);
+                link.set_target(peer_addr);
             }
         }
         Ok(())
@@ -220,6 +232,7 @@ impl Cluster {
     async fn rejoin(&mut self, id: u64) -> Result<()> {
         self.launch(id, true).await?;
         let address = self.client_links[&id].addr.to_string();
+        let peer_address = self.member_peer_links[&id].addr.to_string();
         let client = self.client(admin_options()).await?;
         let deadline = Instant::now() + REJOIN_TIMEOUT;
         let mut last_error = String::new();
@@ -235,7 +248,7 @@ impl Cluster {
                 Some(m) if m.kind == MemberKind::Voter => break,
                 Some(_) => client.member_promote(id).await.map(|_| ()),
                 None => client
-                    .member_add(id, address.clone(), true)
+                    .member_add(id, address.clone(), peer_address.clone(), true)
                     .await
                     .map(|_| ()),
             };

@@ -13,7 +13,8 @@ use zaris_proto::v1::cluster_client::ClusterClient;
 use zaris_proto::v1::{ErrorCode, Outcome, RequestId, ResponseHeader, StatusRequest};
 use zaris_types::Revision;
 
-use crate::endpoint::{Endpoints, Target, parse_endpoint};
+use crate::ClientTls;
+use crate::endpoint::{Connect, Endpoints, Target, parse_endpoint};
 use crate::error::{Error, RpcError};
 use crate::keepalive::Slot;
 use crate::routing::{Next, Router};
@@ -53,6 +54,8 @@ pub struct ClientOptions {
     /// margin for the client's clock running slower than the leader's: the safe deadline is
     /// `send time of the last acknowledged renewal + TTL * (1000 - drift_permille) / 1000`.
     pub drift_permille: u32,
+    /// TLS to every member; `None`: plaintext.
+    pub tls: Option<ClientTls>,
 }
 
 impl Default for ClientOptions {
@@ -63,6 +66,7 @@ impl Default for ClientOptions {
             initial_backoff: DEFAULT_INITIAL_BACKOFF,
             max_backoff: DEFAULT_MAX_BACKOFF,
             drift_permille: DEFAULT_DRIFT_PERMILLE,
+            tls: None,
         }
     }
 }
@@ -83,6 +87,12 @@ impl ClientOptions {
     /// Sets [`ClientOptions::drift_permille`] (values above 1000 make every lease expire at once).
     pub fn with_drift_permille(mut self, drift_permille: u32) -> Self {
         self.drift_permille = drift_permille;
+        self
+    }
+
+    /// Speaks TLS to every member ([`ClientOptions::tls`]).
+    pub fn with_tls(mut self, tls: ClientTls) -> Self {
+        self.tls = Some(tls);
         self
     }
 
@@ -298,7 +308,13 @@ impl Client {
             .into_iter()
             .map(|raw| parse_endpoint(&raw.into()))
             .collect::<Result<Vec<_>, _>>()?;
-        let endpoints = Endpoints::new(addresses, options.connect_timeout)?;
+        let endpoints = Endpoints::new(
+            addresses,
+            Connect {
+                timeout: options.connect_timeout,
+                tls: options.tls.clone(),
+            },
+        )?;
         // 0 never names anything on the wire; keep the id non-zero.
         let client_id = rand::random::<u64>().max(1);
         Ok(Client {

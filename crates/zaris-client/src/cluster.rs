@@ -79,8 +79,10 @@ impl MemberKind {
 pub struct Member {
     /// Node id (non-zero).
     pub id: u64,
-    /// Address ("host:port") of its client and peer API, as the operator gave it.
+    /// Address ("host:port") of its client API, as the operator gave it.
     pub address: String,
+    /// Address ("host:port") of its Raft peer service.
+    pub peer_address: String,
     /// Voter or learner.
     pub kind: MemberKind,
     /// Highest log index known to be replicated to it. Known only to the Raft leader: `None` in
@@ -93,6 +95,7 @@ impl Member {
         Member {
             id: member.id,
             address: member.address,
+            peer_address: member.peer_address,
             kind: match pb::MemberKind::try_from(member.kind) {
                 Ok(pb::MemberKind::Voter) => MemberKind::Voter,
                 Ok(pb::MemberKind::Learner) => MemberKind::Learner,
@@ -209,19 +212,22 @@ impl Client {
         .await
     }
 
-    /// Adds node `id` at `address` ("host:port") as a learner; with `promote`, also waits for it
-    /// to catch up and promotes it to voter. Answers with the membership after the change. Not
+    /// Adds node `id`, serving clients at `address` and peers at `peer_address` (both
+    /// "host:port"), as a learner; with `promote`, also waits for it to catch up and promotes it
+    /// to voter. Answers with the membership after the change. Not
     /// resent after an indeterminate failure (a resend would answer MEMBER_EXISTS): check with
     /// [`Client::member_list`].
     pub async fn member_add(
         &self,
         id: u64,
         address: impl Into<String>,
+        peer_address: impl Into<String>,
         promote: bool,
     ) -> Result<Vec<Member>, Error> {
         let request = MemberAddRequest {
             id,
             address: address.into(),
+            peer_address: peer_address.into(),
             promote,
         };
         let response = self

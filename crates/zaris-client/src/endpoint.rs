@@ -15,15 +15,50 @@ const HTTP2_PING_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub(crate) const MAX_ENDPOINTS: usize = 64;
 
-/// A validated endpoint: `uri` is `http://host:port`, `authority` is `host:port`.
+/// A validated endpoint: `authority` is `host:port`; `scheme` is the one given, if any.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Address {
-    pub(crate) uri: String,
     pub(crate) authority: String,
+    pub(crate) scheme: Option<Scheme>,
 }
 
-/// Accepts `host:port` or `http://host:port` (a trailing `/` is allowed); anything else is
-/// [`Error::InvalidEndpoint`]. TLS (`https://`) is not supported yet.
+/// An endpoint's explicit scheme: it must agree with the client's TLS settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scheme {
+    Http,
+    Https,
+}
+
+/// How a client connects to every member.
+#[derive(Debug, Clone)]
+pub(crate) struct Connect {
+    pub(crate) timeout: Duration,
+    pub(crate) tls: Option<crate::ClientTls>,
+}
+
+impl Connect {
+    /// Checks that an explicit scheme agrees with the TLS settings.
+    pub(crate) fn check(&self, address: &Address) -> Result<(), Error> {
+        let invalid = |reason: &str| Error::InvalidEndpoint {
+            endpoint: address.authority.clone(),
+            reason: reason.to_owned(),
+        };
+        match (address.scheme, &self.tls) {
+            (Some(Scheme::Https), None) => Err(invalid(
+                "https:// needs TLS settings: the CA that signed the servers' certificates \
+                 (--cacert, ZARIS_CACERT, or ClientOptions::with_tls)",
+            )),
+            (Some(Scheme::Http), Some(_)) => Err(invalid(
+                "http:// with TLS settings: use host:port or https://host:port",
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Accepts `host:port`, `http://host:port` or `https://host:port` (a trailing `/` is allowed);
+/// anything else is [`Error::InvalidEndpoint`]. Whether TLS is used is the client's setting
+/// ([`Connect::check`] refuses a scheme that disagrees).
 pub(crate) fn parse_endpoint(raw: &str) -> Result<Address, Error> {
     let invalid = |reason: &str| Error::InvalidEndpoint {
         endpoint: raw.to_owned(),
@@ -33,19 +68,20 @@ pub(crate) fn parse_endpoint(raw: &str) -> Result<Address, Error> {
     if trimmed.is_empty() {
         return Err(invalid("empty endpoint"));
     }
-    let with_scheme = match trimmed.split_once("://") {
-        Some((scheme, _)) if scheme.eq_ignore_ascii_case("http") => trimmed.to_owned(),
-        Some((scheme, _)) if scheme.eq_ignore_ascii_case("https") => {
-            return Err(invalid(
-                "https (TLS) is not supported; use host:port or http://",
-            ));
+    let (with_scheme, scheme) = match trimmed.split_once("://") {
+        Some((scheme, _)) if scheme.eq_ignore_ascii_case("http") => {
+            (trimmed.to_owned(), Some(Scheme::Http))
+        }
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("https") => {
+            (format!("http://{rest}"), Some(Scheme::Https))
         }
         Some((scheme, _)) => {
             return Err(invalid(&format!(
-                "unsupported scheme {scheme:?}; use host:port or http://host:port"
+                "unsupported scheme {scheme:?}; use host:port, http://host:port or \
+                 https://host:port"
             )));
         }
-        None => format!("http://{trimmed}"),
+        None => (format!("http://{trimmed}"), None),
     };
     let uri: Uri = with_scheme
         .parse()
@@ -67,10 +103,7 @@ pub(crate) fn parse_endpoint(raw: &str) -> Result<Address, Error> {
     if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
         return Err(invalid("a path is not allowed (expected host:port)"));
     }
-    Ok(Address {
-        uri: format!("http://{authority}"),
-        authority,
-    })
+    Ok(Address { authority, scheme })
 }
 
 /// One member the client can send to.
@@ -96,7 +129,7 @@ pub(crate) struct Target {
 /// client. Never locked across an `.await`.
 #[derive(Debug)]
 pub(crate) struct Endpoints {
-    connect_timeout: Duration,
+    connect: Connect,
     state: Mutex<State>,
 }
 
@@ -113,10 +146,13 @@ struct State {
 impl Endpoints {
     /// Builds lazily connected channels for `addresses`; duplicates are dropped. Must run inside
     /// a Tokio runtime (channels spawn their connection task there).
-    pub(crate) fn new(addresses: Vec<Address>, connect_timeout: Duration) -> Result<Self, Error> {
+    pub(crate) fn new(addresses: Vec<Address>, connect: Connect) -> Result<Self, Error> {
         let mut nodes: Vec<Node> = Vec::with_capacity(addresses.len());
         for address in addresses {
-            if nodes.iter().any(|node| node.address == address) {
+            if nodes
+                .iter()
+                .any(|node| node.address.authority == address.authority)
+            {
                 continue;
             }
             if nodes.len() == MAX_ENDPOINTS {
@@ -125,7 +161,8 @@ impl Endpoints {
                     reason: format!("more than {MAX_ENDPOINTS} endpoints"),
                 });
             }
-            let channel = lazy_channel(&address, connect_timeout)?;
+            connect.check(&address)?;
+            let channel = lazy_channel(&address, &connect)?;
             nodes.push(Node {
                 address,
                 channel,
@@ -140,7 +177,7 @@ impl Endpoints {
             });
         }
         Ok(Endpoints {
-            connect_timeout,
+            connect,
             state: Mutex::new(State {
                 nodes,
                 raft_leader: None,
@@ -233,13 +270,18 @@ impl Endpoints {
             return Some(index);
         }
         let address = parse_endpoint(address).ok()?;
-        let index = match state.nodes.iter().position(|n| n.address == address) {
+        let index = match state
+            .nodes
+            .iter()
+            .position(|n| n.address.authority == address.authority)
+        {
             Some(index) => index,
             None => {
                 if state.nodes.len() >= MAX_ENDPOINTS {
                     return None;
                 }
-                let channel = lazy_channel(&address, self.connect_timeout).ok()?;
+                self.connect.check(&address).ok()?;
+                let channel = lazy_channel(&address, &self.connect).ok()?;
                 state.nodes.push(Node {
                     address,
                     channel,
@@ -277,16 +319,25 @@ impl Endpoints {
     }
 }
 
-fn lazy_channel(address: &Address, connect_timeout: Duration) -> Result<Channel, Error> {
-    let endpoint =
-        Endpoint::from_shared(address.uri.clone()).map_err(|err| Error::InvalidEndpoint {
-            endpoint: address.authority.clone(),
-            reason: err.to_string(),
-        })?;
+fn lazy_channel(address: &Address, connect: &Connect) -> Result<Channel, Error> {
+    let invalid = |err: tonic::transport::Error| Error::InvalidEndpoint {
+        endpoint: address.authority.clone(),
+        reason: err.to_string(),
+    };
+    let scheme = if connect.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let mut endpoint =
+        Endpoint::from_shared(format!("{scheme}://{}", address.authority)).map_err(invalid)?;
+    if let Some(tls) = &connect.tls {
+        endpoint = endpoint.tls_config(tls.config()).map_err(invalid)?;
+    }
     // HTTP/2 pings find a member that stopped answering (paused, or cut off without a reset)
     // under a long-lived stream (KeepAlive, Watch) that would otherwise wait forever.
     Ok(endpoint
-        .connect_timeout(connect_timeout)
+        .connect_timeout(connect.timeout)
         .tcp_nodelay(true)
         .http2_keep_alive_interval(HTTP2_PING_INTERVAL)
         .keep_alive_timeout(HTTP2_PING_TIMEOUT)
@@ -298,9 +349,9 @@ fn lazy_channel(address: &Address, connect_timeout: Duration) -> Result<Channel,
 mod tests {
     use super::*;
 
-    fn ok(raw: &str) -> (String, String) {
+    fn ok(raw: &str) -> (Option<Scheme>, String) {
         match parse_endpoint(raw) {
-            Ok(address) => (address.uri, address.authority),
+            Ok(address) => (address.scheme, address.authority),
             Err(err) => panic!("{raw:?} rejected: {err}"),
         }
     }
@@ -313,26 +364,50 @@ mod tests {
     }
 
     #[test]
-    fn host_port_gets_the_http_scheme() {
-        assert_eq!(
-            ok("127.0.0.1:7001"),
-            ("http://127.0.0.1:7001".into(), "127.0.0.1:7001".into())
-        );
+    fn host_port_leaves_the_scheme_to_the_tls_settings() {
+        assert_eq!(ok("127.0.0.1:7001"), (None, "127.0.0.1:7001".into()));
         assert_eq!(
             ok(" node-1.example:7001 "),
-            (
-                "http://node-1.example:7001".into(),
-                "node-1.example:7001".into()
-            )
+            (None, "node-1.example:7001".into())
         );
         assert_eq!(ok("[::1]:7001").1, "[::1]:7001");
     }
 
     #[test]
-    fn http_urls_are_accepted_with_or_without_trailing_slash() {
-        assert_eq!(ok("http://127.0.0.1:7001").0, "http://127.0.0.1:7001");
-        assert_eq!(ok("http://127.0.0.1:7001/").0, "http://127.0.0.1:7001");
+    fn urls_are_accepted_with_or_without_trailing_slash() {
+        let http = (Some(Scheme::Http), "127.0.0.1:7001".to_owned());
+        assert_eq!(ok("http://127.0.0.1:7001"), http);
+        assert_eq!(ok("http://127.0.0.1:7001/"), http);
         assert_eq!(ok("HTTP://localhost:1").1, "localhost:1");
+        assert_eq!(
+            ok("https://zaris-1:7001/"),
+            (Some(Scheme::Https), "zaris-1:7001".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_scheme_must_agree_with_the_tls_settings() {
+        let plain = Connect {
+            timeout: Duration::from_secs(1),
+            tls: None,
+        };
+        let tls = Connect {
+            tls: Some(crate::ClientTls::new("-----BEGIN CERTIFICATE-----")),
+            ..plain.clone()
+        };
+        let parse = |raw| parse_endpoint(raw).expect("parses");
+        assert!(plain.check(&parse("127.0.0.1:1")).is_ok());
+        assert!(plain.check(&parse("http://127.0.0.1:1")).is_ok());
+        let error = plain
+            .check(&parse("https://127.0.0.1:1"))
+            .expect_err("https without TLS settings");
+        assert!(error.to_string().contains("--cacert"), "{error}");
+        assert!(tls.check(&parse("127.0.0.1:1")).is_ok());
+        assert!(tls.check(&parse("https://127.0.0.1:1")).is_ok());
+        let error = tls
+            .check(&parse("http://127.0.0.1:1"))
+            .expect_err("http with TLS settings");
+        assert!(error.to_string().contains("http:// with TLS"), "{error}");
     }
 
     #[test]
@@ -341,11 +416,17 @@ mod tests {
         assert!(rejected("   ").contains("empty endpoint"));
         assert!(rejected("127.0.0.1").contains("missing port"));
         assert!(rejected("http://127.0.0.1").contains("missing port"));
-        assert!(rejected("https://127.0.0.1:7001").contains("not supported"));
         assert!(rejected("grpc://127.0.0.1:7001").contains("unsupported scheme"));
         assert!(rejected("127.0.0.1:7001/v1").contains("path"));
         assert!(rejected("127.0.0.1:notaport").contains("127.0.0.1:notaport"));
         assert!(rejected("user@host:1").contains("user info"));
+    }
+
+    fn connect() -> Connect {
+        Connect {
+            timeout: Duration::from_secs(1),
+            tls: None,
+        }
     }
 
     fn addresses(raw: &[&str]) -> Vec<Address> {
@@ -359,22 +440,19 @@ mod tests {
     async fn duplicates_are_dropped_and_empty_lists_rejected() {
         let set = Endpoints::new(
             addresses(&["127.0.0.1:1", "http://127.0.0.1:1/", "127.0.0.1:2"]),
-            Duration::from_secs(1),
+            connect(),
         );
         let set = match set {
             Ok(set) => set,
             Err(err) => panic!("{err}"),
         };
         assert_eq!(set.authorities(), ["127.0.0.1:1", "127.0.0.1:2"]);
-        assert!(Endpoints::new(Vec::new(), Duration::from_secs(1)).is_err());
+        assert!(Endpoints::new(Vec::new(), connect()).is_err());
     }
 
     #[tokio::test]
     async fn rotation_redirect_and_leader_cache() {
-        let set = match Endpoints::new(
-            addresses(&["127.0.0.1:1", "127.0.0.1:2"]),
-            Duration::from_secs(1),
-        ) {
+        let set = match Endpoints::new(addresses(&["127.0.0.1:1", "127.0.0.1:2"]), connect()) {
             Ok(set) => set,
             Err(err) => panic!("{err}"),
         };
@@ -417,10 +495,7 @@ mod tests {
     /// cluster's own network; an endpoint where that member answered is used instead.
     #[tokio::test]
     async fn a_redirect_prefers_the_endpoint_where_the_leader_answered() {
-        let set = match Endpoints::new(
-            addresses(&["127.0.0.1:1", "127.0.0.1:2"]),
-            Duration::from_secs(1),
-        ) {
+        let set = match Endpoints::new(addresses(&["127.0.0.1:1", "127.0.0.1:2"]), connect()) {
             Ok(set) => set,
             Err(err) => panic!("{err}"),
         };

@@ -28,6 +28,13 @@ pub enum Error {
         /// Why it was rejected.
         reason: String,
     },
+    /// The TLS settings could not be used (a file that cannot be read, or that is not PEM).
+    /// Nothing was sent.
+    #[error("invalid TLS settings: {reason}")]
+    InvalidTls {
+        /// What is wrong, naming the file.
+        reason: String,
+    },
     /// The server, or the transport on the way to it, answered with an error status.
     #[error(transparent)]
     Rpc(Box<RpcError>),
@@ -139,6 +146,7 @@ impl Error {
     pub fn outcome(&self) -> Outcome {
         match self {
             Error::InvalidEndpoint { .. }
+            | Error::InvalidTls { .. }
             | Error::InvalidArgument { .. }
             | Error::Compacted { .. }
             | Error::LeaseLost { .. }

@@ -63,6 +63,7 @@ mod routing;
 mod snapshot;
 #[cfg(test)]
 mod test_support;
+mod tls;
 mod watch;
 
 pub use client::{
@@ -84,6 +85,7 @@ pub use lock::{LockHolder, LockOutcome, LockStatus, UnlockOutcome};
 pub use lock_guard::LockGuard;
 pub use presence::{Member, Presence, PresenceEvent, PresenceWatch};
 pub use snapshot::SnapshotSaved;
+pub use tls::ClientTls;
 pub use watch::{EventKind, WatchEvent, WatchOptions, Watcher};
 /// The wire types, re-exported so callers need not depend on `zaris-proto` directly.
 pub use zaris_proto::v1 as proto;

@@ -232,7 +232,10 @@ mod tests {
                 crate::endpoint::parse_endpoint("127.0.0.1:7001").expect("endpoint"),
                 crate::endpoint::parse_endpoint("127.0.0.1:7002").expect("endpoint"),
             ],
-            Duration::from_secs(1),
+            crate::endpoint::Connect {
+                timeout: Duration::from_secs(1),
+                tls: None,
+            },
         ) {
             Ok(endpoints) => endpoints,
             Err(err) => panic!("{err}"),

@@ -13,7 +13,13 @@ use crate::state::State;
 /// The format-version byte of records written by this release.
 /// Version 2: request ids carry `seen_revision`, limits `dedup_max_bytes`, and the de-duplication
 /// table is bounded by bytes (issue 9).
-pub const FORMAT_VERSION: u8 = 2;
+/// Version 3: a member has a client and a peer address (the Raft service has its own port,
+/// issue 12); the state's encoding did not change.
+pub const FORMAT_VERSION: u8 = 3;
+
+/// Format versions whose [`State`] encoding this release reads: the state did not change from
+/// version 2 to 3, so a backup (`zaris snapshot save`) of a version-2 cluster restores here.
+pub const STATE_FORMAT_VERSIONS: [u8; 2] = [2, FORMAT_VERSION];
 
 /// Upper bound for a record that arrives over the network or sits in a log entry.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -70,6 +76,16 @@ pub fn decode<T: DeserializeOwned + Serialize>(
 /// its own store or from a peer's (after the peer's checks), and which are too large to encode a
 /// second time just to compare.
 fn decode_unchecked<T: DeserializeOwned>(bytes: &[u8], max_bytes: usize) -> Result<T, CodecError> {
+    decode_versions(bytes, max_bytes, &[FORMAT_VERSION])
+}
+
+/// [`decode_unchecked`] of a record in any of the format versions `readable`, whose encodings of
+/// `T` must be alike.
+fn decode_versions<T: DeserializeOwned>(
+    bytes: &[u8],
+    max_bytes: usize,
+    readable: &[u8],
+) -> Result<T, CodecError> {
     if bytes.len() > max_bytes {
         return Err(CodecError::TooLarge {
             len: bytes.len(),
@@ -77,7 +93,7 @@ fn decode_unchecked<T: DeserializeOwned>(bytes: &[u8], max_bytes: usize) -> Resu
         });
     }
     let (&version, body) = bytes.split_first().ok_or(CodecError::Empty)?;
-    if version != FORMAT_VERSION {
+    if !readable.contains(&version) {
         return Err(CodecError::UnknownVersion { found: version });
     }
     let (value, used) = bincode::serde::decode_from_slice(body, config())
@@ -114,7 +130,7 @@ impl State {
 
     /// Rebuilds a state from [`State::snapshot`] bytes, checking its invariants.
     pub fn restore(bytes: &[u8]) -> Result<State, CodecError> {
-        let state: State = decode_unchecked(bytes, MAX_SNAPSHOT_BYTES)?;
+        let state: State = decode_versions(bytes, MAX_SNAPSHOT_BYTES, &STATE_FORMAT_VERSIONS)?;
         state
             .check_invariants()
             .map_err(|broken| CodecError::Decode(format!("snapshot is inconsistent: {broken}")))?;

@@ -19,7 +19,8 @@ pub use faults::StoreFaults;
 pub use log_store::LogStore;
 pub use sm_store::{ApplyObserver, NoopObserver, SmData, StateHandle, StateMachineStore};
 pub use types::{
-    Entry, LogId, Proposal, Raft, Reply, Snapshot, SnapshotMeta, StoredMembership, TypeConfig, Vote,
+    Entry, LogId, Member, Proposal, Raft, Reply, Snapshot, SnapshotMeta, StoredMembership,
+    TypeConfig, Vote,
 };
 
 use std::io;

@@ -8,22 +8,22 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
 
-use openraft::{BasicNode, Membership};
+use openraft::Membership;
 use zaris_core::State;
 
 use crate::io_err;
 use crate::log_store::{LOG_TREE, LogStore, META_TREE};
 use crate::sm_store::{SNAPSHOT_TREE, SnapshotFiles};
-use crate::types::{LogId, SnapshotMeta, StoredMembership};
+use crate::types::{LogId, Member, SnapshotMeta, StoredMembership};
 
-/// Writes `state` into a new node's data dir as its snapshot, with `members` (id → address) as
+/// Writes `state` into a new node's data dir as its snapshot, with `members` as
 /// the cluster's voters. The snapshot sits at log index `state.last_applied()` (so revisions,
 /// and with them fencing tokens, continue from the state's), in term 0 like the entry
 /// `initialize` writes, attributed to the lowest member id: every member seeded from the same
 /// state and members gets the same log position and the same membership.
 ///
 /// Refuses a dir that already holds a node's log, vote or snapshot. Returns the log position.
-pub async fn seed(dir: &Path, state: &State, members: &BTreeMap<u64, String>) -> io::Result<LogId> {
+pub async fn seed(dir: &Path, state: &State, members: &BTreeMap<u64, Member>) -> io::Result<LogId> {
     let Some(&first) = members.keys().next() else {
         return Err(io_err("restore", "no members given"));
     };
@@ -45,10 +45,7 @@ pub async fn seed(dir: &Path, state: &State, members: &BTreeMap<u64, String>) ->
         },
         state.last_applied().get(),
     );
-    let nodes: BTreeMap<u64, BasicNode> = members
-        .iter()
-        .map(|(id, address)| (*id, BasicNode::new(address)))
-        .collect();
+    let nodes = members.clone();
     let meta = SnapshotMeta {
         last_log_id: Some(log_id),
         last_membership: StoredMembership::new(Some(log_id), Membership::from(nodes)),

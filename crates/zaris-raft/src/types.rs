@@ -24,13 +24,41 @@ pub struct Reply {
     pub response: Response,
 }
 
+/// How a member of the cluster is reached: clients at `addr`, peers (Raft) at `peer_addr`. Both
+/// are `host:port` as the operator wrote them (a name is resolved at each connect). The Raft
+/// service is served on the peer address only, so it can sit on another network and carry its
+/// own TLS settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    /// Client API address: what leader redirects and member lists name.
+    pub addr: String,
+    /// Raft peer address.
+    pub peer_addr: String,
+}
+
+impl Member {
+    pub fn new(addr: impl Into<String>, peer_addr: impl Into<String>) -> Self {
+        Member {
+            addr: addr.into(),
+            peer_addr: peer_addr.into(),
+        }
+    }
+}
+
+impl fmt::Display for Member {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (peers: {})", self.addr, self.peer_addr)
+    }
+}
+
 openraft::declare_raft_types!(
-    /// Zaris's openraft configuration: u64 node ids, nodes addressed by their gRPC address.
+    /// Zaris's openraft configuration: u64 node ids, members reached at a client and a peer
+    /// address.
     pub TypeConfig:
         D = Proposal,
         R = Reply,
         NodeId = u64,
-        Node = openraft::BasicNode,
+        Node = Member,
 );
 
 use openraft::type_config::alias as a;

@@ -5,7 +5,6 @@
 //! resolved when a connection is made, so a member that comes back with another IP is found
 //! again on reconnect.
 
-use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
@@ -36,6 +35,15 @@ pub fn check(addr: &str) -> Result<(), String> {
         return Ok(());
     }
     check_name(host).map_err(|why| format!("{addr:?}: {why}"))
+}
+
+/// The host of `host:port`, without an IPv6 address's brackets: the name a member's
+/// certificate must carry (the whole string if it is not `host:port`).
+pub fn host(addr: &str) -> &str {
+    match split(addr) {
+        Ok((host, _)) => host.trim_start_matches('[').trim_end_matches(']'),
+        Err(_) => addr,
+    }
 }
 
 /// `host` and `port` of `host:port` (the host of an IPv6 address keeps its brackets).
@@ -131,12 +139,22 @@ pub async fn resolve(addr: &str) -> Result<Vec<SocketAddr>, String> {
     }
 }
 
+/// Every address of `members`, with its member's id.
+pub fn member_addresses<'a>(
+    members: impl IntoIterator<Item = (&'a u64, &'a zaris_raft::Member)>,
+) -> Vec<(u64, String)> {
+    members
+        .into_iter()
+        .flat_map(|(id, m)| [(*id, m.addr.clone()), (*id, m.peer_addr.clone())])
+        .collect()
+}
+
 /// Waits until every member's address resolves, for up to `timeout`; an error lists those that
 /// never did. A new cluster's first start uses it: a mistyped name is then an error at start,
 /// while containers started together get time to appear in their network's DNS.
 pub async fn wait_resolvable(
     node_id: u64,
-    members: &BTreeMap<u64, String>,
+    members: &[(u64, String)],
     timeout: Duration,
 ) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
@@ -169,7 +187,7 @@ pub async fn wait_resolvable(
 
 /// Logs, once, the members whose names do not resolve now (a restarted node: its peers may be
 /// down, which a majority tolerates, so this is a warning, not an error).
-pub async fn warn_unresolved(node_id: u64, members: BTreeMap<u64, String>) {
+pub async fn warn_unresolved(node_id: u64, members: Vec<(u64, String)>) {
     for (id, addr) in members {
         if let Err(why) = resolve(&addr).await {
             warn!(node_id, peer = id, "{why}; Raft keeps retrying it");
@@ -225,6 +243,13 @@ mod tests {
     }
 
     #[test]
+    fn the_host_is_what_a_certificate_must_name() {
+        assert_eq!(host("zaris-1:7101"), "zaris-1");
+        assert_eq!(host("127.0.0.1:7101"), "127.0.0.1");
+        assert_eq!(host("[::1]:7101"), "::1");
+    }
+
+    #[test]
     fn an_unspecified_bind_address_is_never_advertised() {
         let bound: SocketAddr = "127.0.0.1:7001".parse().expect("addr");
         assert_eq!(default_advertise(bound), "127.0.0.1:7001");
@@ -250,10 +275,10 @@ mod tests {
             error.contains("cannot resolve zaris-9.invalid:7001"),
             "{error}"
         );
-        let members = BTreeMap::from([
+        let members = [
             (1, "localhost:7001".to_string()),
             (2, "zaris-9.invalid:7001".to_string()),
-        ]);
+        ];
         let error = wait_resolvable(1, &members, Duration::from_millis(600))
             .await
             .expect_err("never resolves");

@@ -5,8 +5,11 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use anyhow::{bail, ensure};
+use anyhow::{anyhow, bail, ensure};
 use zaris_core::{DurationMs, LessorConfig, Limits};
+use zaris_raft::Member;
+
+use crate::tls::TlsFiles;
 
 /// Default upper bound of the election timeout range, in ms. A new leader extends every lease by
 /// this much before it may expire any.
@@ -15,6 +18,8 @@ pub const DEFAULT_ELECTION_TIMEOUT_MS: u64 = 1_000;
 pub const DEFAULT_HEARTBEAT_MS: u64 = 100;
 /// Default client address.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7001";
+/// Default peer (Raft) port, on the client listener's IP unless `peer_listen` says otherwise.
+pub const DEFAULT_PEER_PORT: u16 = 7101;
 /// Most leases one expiry entry revokes.
 pub const DEFAULT_EXPIRE_BATCH: usize = 1_000;
 /// Most renew batches proposed at once (group commit pipelining).
@@ -59,12 +64,16 @@ pub struct NodeConfig {
     pub node_id: u64,
     /// Where this node keeps its log, vote and snapshots.
     pub data_dir: PathBuf,
-    /// Address to bind (client API and Raft peers share it); port 0 picks a free port.
+    /// Address to bind for the client API; port 0 picks a free port.
     pub listen: SocketAddr,
-    /// Address other nodes and clients use to reach this node; defaults to the bound address.
+    /// Address to bind for the Raft peers (only peers need to reach it); port 0 picks a free port.
+    pub peer_listen: SocketAddr,
+    /// Address clients use to reach this node; defaults to the bound address.
     pub advertise: Option<String>,
-    /// `id → address` of the first members. Empty: a single-node cluster of this node.
-    pub initial_cluster: BTreeMap<u64, String>,
+    /// Address other nodes use to reach this node's peer service; defaults to the bound address.
+    pub peer_advertise: Option<String>,
+    /// The first members and their addresses. Empty: a single-node cluster of this node.
+    pub initial_cluster: BTreeMap<u64, Member>,
     /// Start uninitialized and wait to be added by `member add` (never bootstrap).
     pub join: bool,
     /// Peers must agree on it; it keeps nodes of different clusters from talking.
@@ -79,6 +88,12 @@ pub struct NodeConfig {
     /// How long a new cluster's first start waits for the initial members' names to resolve
     /// before it gives up with an error (containers started together appear in DNS one by one).
     pub resolve_timeout_ms: u64,
+    /// TLS on the client listener; with a CA, clients must present a certificate it signed.
+    /// None: plaintext.
+    pub client_tls: Option<TlsFiles>,
+    /// Mutual TLS on the peer listener and when dialing peers (the CA is required). None:
+    /// plaintext, which every member must then use.
+    pub peer_tls: Option<TlsFiles>,
     /// Where to serve /metrics, /health and /ready over HTTP.
     pub http_listen: Option<SocketAddr>,
     /// Must be the same on every node of a cluster (they bound what apply accepts).
@@ -102,7 +117,9 @@ impl NodeConfig {
             listen: DEFAULT_LISTEN
                 .parse()
                 .unwrap_or_else(|_| ([127, 0, 0, 1], 7001).into()),
+            peer_listen: ([127, 0, 0, 1], DEFAULT_PEER_PORT).into(),
             advertise: None,
+            peer_advertise: None,
             initial_cluster: BTreeMap::new(),
             join: false,
             cluster_name: "zaris".into(),
@@ -113,6 +130,8 @@ impl NodeConfig {
             renew_inflight: DEFAULT_RENEW_INFLIGHT,
             request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
             resolve_timeout_ms: DEFAULT_RESOLVE_TIMEOUT_MS,
+            client_tls: None,
+            peer_tls: None,
             http_listen: None,
             limits: Limits::default(),
             snapshot_entries: DEFAULT_SNAPSHOT_ENTRIES,
@@ -141,24 +160,31 @@ impl NodeConfig {
         if let Err(why) = self.limits.check() {
             bail!("limits: {why}");
         }
-        for (id, addr) in &self.initial_cluster {
-            if let Err(why) = crate::address::check(addr) {
-                bail!("initial cluster, node {id}: {why}");
+        for (id, member) in &self.initial_cluster {
+            for addr in [&member.addr, &member.peer_addr] {
+                check_dialable(addr).map_err(|why| anyhow!("initial cluster, node {id}: {why}"))?;
             }
             ensure!(
-                !crate::address::is_unspecified(addr),
-                "initial cluster, node {id}: {addr} is not an address others can dial"
+                member.addr != member.peer_addr,
+                "initial cluster, node {id}: the client and the peer address are both {}; the \
+                 Raft service needs a port of its own",
+                member.addr
             );
         }
-        if let Some(addr) = &self.advertise {
-            if let Err(why) = crate::address::check(addr) {
-                bail!("advertise address: {why}");
+        for (what, addr) in [
+            ("advertise address", &self.advertise),
+            ("peer advertise address", &self.peer_advertise),
+        ] {
+            if let Some(addr) = addr {
+                check_dialable(addr).map_err(|why| anyhow!("{what}: {why}"))?;
             }
-            ensure!(
-                !crate::address::is_unspecified(addr),
-                "advertise address {addr} is not an address others can dial"
-            );
         }
+        ensure!(
+            self.listen != self.peer_listen || self.listen.port() == 0,
+            "the client and the peer listener are both {}; give the peer service a port of its \
+             own (--peer-listen)",
+            self.listen
+        );
         if !self.initial_cluster.is_empty() && !self.initial_cluster.contains_key(&self.node_id) {
             bail!(
                 "node {} is not in the initial cluster {:?}",
@@ -191,8 +217,26 @@ impl NodeConfig {
             self.watch_history_max_events >= 1 && self.watch_history_max_bytes >= 1,
             "the watch history must hold at least one event and one byte"
         );
+        if let Some(peer_tls) = &self.peer_tls {
+            ensure!(
+                peer_tls.ca.is_some(),
+                "peer TLS needs the cluster's peer CA (--peer-cacert): peers must check each \
+                 other's certificates"
+            );
+        }
         self.faults.validate()?;
         Ok(())
+    }
+
+    /// The peer listener's default for a client listener on `listen`: the same IP, on
+    /// [`DEFAULT_PEER_PORT`], or on a port the OS picks when the client's is picked so too.
+    pub fn default_peer_listen(listen: SocketAddr) -> SocketAddr {
+        let port = if listen.port() == 0 {
+            0
+        } else {
+            DEFAULT_PEER_PORT
+        };
+        SocketAddr::new(listen.ip(), port)
     }
 
     /// The cluster id peers compare: a stable hash (FNV-1a) of the cluster name.
@@ -203,4 +247,13 @@ impl NodeConfig {
                 (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
             })
     }
+}
+
+/// A `host:port` others can dial: well-formed and not the unspecified address.
+fn check_dialable(addr: &str) -> Result<(), String> {
+    crate::address::check(addr)?;
+    if crate::address::is_unspecified(addr) {
+        return Err(format!("{addr} is not an address others can dial"));
+    }
+    Ok(())
 }

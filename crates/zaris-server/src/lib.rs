@@ -22,6 +22,7 @@ mod observer;
 mod propose;
 mod renew;
 mod services;
+pub mod tls;
 mod watch;
 
 pub use address::check as check_address;
@@ -29,4 +30,6 @@ pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use config::NodeConfig;
 pub use lessor_task::LessorProgress;
 pub use network::{MAX_APPEND_BYTES, MAX_RAFT_MESSAGE_BYTES};
-pub use node::{Node, NodeHandle};
+pub use node::{Listeners, Node, NodeHandle};
+pub use tls::TlsFiles;
+pub use zaris_raft::Member;

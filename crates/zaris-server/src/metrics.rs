@@ -46,6 +46,12 @@ pub const PROPOSALS: &str = "zaris_proposals_total";
 /// `malformed`: not a message of this version; `too_large`: a snapshot over the limit).
 /// Messages over the size limit are refused by the gRPC layer before they are counted here.
 pub const PEER_MESSAGES_REFUSED: &str = "zaris_peer_messages_refused_total";
+/// TLS handshakes that failed on a listener, by `listener` (`client`, `peer`): plaintext, a
+/// certificate from another CA, none where one is required.
+pub const TLS_HANDSHAKE_FAILURES: &str = "zaris_tls_handshake_failures_total";
+/// Reloads of a listener's certificate files, by `listener` and `result` (`ok`, `error`: the
+/// previous files stay in use).
+pub const TLS_RELOADS: &str = "zaris_tls_reloads_total";
 /// Open watches on this node's Watch streams.
 pub const OPEN_WATCHES: &str = "zaris_watches";
 /// Watches this node canceled, by `reason` (`client_requested`, `compacted`,

@@ -1,5 +1,5 @@
 //! The Raft network: openraft's peer RPCs carried over gRPC as opaque, version-tagged payloads
-//! (encoded by zaris-core's codec), on the same port as the client API. Messages are bounded
+//! (encoded by zaris-core's codec), on each member's peer address. Messages are bounded
 //! ([`MAX_RAFT_MESSAGE_BYTES`]); a batch of entries over [`MAX_APPEND_BYTES`] goes in parts.
 
 use std::collections::BTreeMap;
@@ -13,16 +13,17 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
     TransferLeaderResponse, VoteRequest, VoteResponse,
 };
-use openraft::{BasicNode, OptionalSend, RaftNetworkV2};
+use openraft::{OptionalSend, RaftNetworkV2};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tonic::transport::{Channel, Endpoint};
 use zaris_core::codec;
 use zaris_proto::v1::raft_service_client::RaftServiceClient;
 use zaris_proto::v1::{RaftMessage, RaftSnapshotChunk};
-use zaris_raft::{Snapshot, TypeConfig, Vote};
+use zaris_raft::{Member, Snapshot, TypeConfig, Vote};
 
 use crate::faults::FaultConfig;
+use crate::tls::TlsSource;
 
 /// Snapshot bytes per gRPC message: peers installing one, and clients taking a backup.
 pub(crate) const SNAPSHOT_CHUNK_BYTES: usize = 1024 * 1024;
@@ -102,14 +103,21 @@ impl PeerLog {
     }
 }
 
+/// Channels by (dialed address, certificate name), with the TLS generation each was made with.
+type ChannelCache = BTreeMap<(String, String), (u64, Channel)>;
+
 /// Makes one client per peer; channels are cached by address and connect lazily.
 #[derive(Clone, Debug)]
 pub struct NetworkFactory {
     cluster_id: u64,
     /// Least time an AppendEntries may take (see [`NetworkFactory::with_append_timeout_floor`]).
     append_timeout_floor: Duration,
-    channels: Arc<Mutex<BTreeMap<String, Channel>>>,
+    /// By dialed address and the name the peer's certificate must have (TLS), with the TLS
+    /// generation they were made with.
+    channels: Arc<Mutex<ChannelCache>>,
     peer_log: Arc<Mutex<PeerLog>>,
+    /// Mutual TLS to peers: this node's peer certificate and the cluster's peer CA.
+    tls: Option<Arc<TlsSource>>,
     /// Fault injection: peer links rerouted (through a proxy) by the harness.
     faults: Arc<FaultConfig>,
 }
@@ -121,8 +129,16 @@ impl NetworkFactory {
             append_timeout_floor: Duration::ZERO,
             channels: Arc::default(),
             peer_log: Arc::default(),
+            tls: None,
             faults: Arc::default(),
         }
+    }
+
+    /// Dials peers over mutual TLS with `tls`'s current files (reloaded files apply to the next
+    /// connection made).
+    pub fn with_tls(mut self, tls: Option<Arc<TlsSource>>) -> Self {
+        self.tls = tls;
+        self
     }
 
     /// openraft gives every AppendEntries (heartbeats included) the heartbeat interval as its
@@ -142,22 +158,31 @@ impl NetworkFactory {
         self
     }
 
-    /// The address to dial for node `target`, whose membership address is `node.addr`.
-    fn peer_addr<'a>(&'a self, target: u64, node: &'a BasicNode) -> &'a str {
-        self.faults.peer_addr(target, &node.addr)
+    /// The address to dial for node `target`: its member record's peer address.
+    fn peer_addr<'a>(&'a self, target: u64, node: &'a Member) -> &'a str {
+        self.faults.peer_addr(target, &node.peer_addr)
     }
 
-    fn channel(&self, addr: &str) -> Option<Channel> {
+    /// A channel to `addr`, whose certificate must name `host` (with TLS).
+    fn channel(&self, addr: &str, host: &str) -> Option<Channel> {
+        let generation = self.tls.as_ref().map_or(0, |tls| tls.generation());
+        let key = (addr.to_owned(), host.to_owned());
         let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(channel) = channels.get(addr) {
+        if let Some((made_with, channel)) = channels.get(&key)
+            && *made_with == generation
+        {
             return Some(channel.clone());
         }
-        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
             .ok()?
             .connect_timeout(Duration::from_millis(500))
             .tcp_nodelay(true);
+        if let Some(tls) = &self.tls {
+            endpoint = endpoint.tls_config(tls.client_config(host)).ok()?;
+        }
         let channel = endpoint.connect_lazy();
-        channels.insert(addr.to_string(), channel.clone());
+        channels.insert(key, (generation, channel.clone()));
         Some(channel)
     }
 }
@@ -165,17 +190,14 @@ impl NetworkFactory {
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     type Network = PeerClient;
 
-    async fn new_client(&mut self, target: u64, node: &BasicNode) -> PeerClient {
-        let client = self.channel(self.peer_addr(target, node)).map(|channel| {
-            RaftServiceClient::new(channel)
-                .max_decoding_message_size(MAX_RAFT_MESSAGE_BYTES)
-                .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES)
-        });
+    async fn new_client(&mut self, target: u64, node: &Member) -> PeerClient {
+        let host = crate::address::host(&node.peer_addr).to_owned();
         PeerClient {
             target,
             cluster_id: self.cluster_id,
             append_timeout_floor: self.append_timeout_floor,
-            client,
+            dial: (self.peer_addr(target, node).to_owned(), host),
+            factory: self.clone(),
             peer_log: self.peer_log.clone(),
         }
     }
@@ -187,8 +209,11 @@ pub struct PeerClient {
     target: u64,
     cluster_id: u64,
     append_timeout_floor: Duration,
-    /// `None` when the peer's address does not parse: every call fails as unreachable.
-    client: Option<RaftServiceClient<Channel>>,
+    /// The address dialed, and the name the peer's certificate must carry.
+    dial: (String, String),
+    /// Channels come from the factory at every call: reloaded TLS files apply to this peer's
+    /// next connection (openraft keeps a client per peer for as long as it likes).
+    factory: NetworkFactory,
     peer_log: Arc<Mutex<PeerLog>>,
 }
 
@@ -232,10 +257,16 @@ enum Rpc {
 }
 
 impl PeerClient {
+    /// Fails as unreachable when the peer's address does not parse.
     fn client(&self) -> Result<RaftServiceClient<Channel>, RpcError> {
-        self.client
-            .clone()
-            .ok_or_else(|| unreachable(format!("node {}: invalid address", self.target)))
+        let (addr, host) = &self.dial;
+        let channel = self
+            .factory
+            .channel(addr, host)
+            .ok_or_else(|| unreachable(format!("node {}: invalid address {addr}", self.target)))?;
+        Ok(RaftServiceClient::new(channel)
+            .max_decoding_message_size(MAX_RAFT_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES))
     }
 
     /// Logs the outcome of an RPC to this peer (rate-limited, see [`PeerLog`]).
@@ -432,11 +463,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn peers_are_dialed_at_their_membership_address() {
+    fn peers_are_dialed_at_their_peer_address() {
         let factory = NetworkFactory::new(1);
         assert_eq!(
-            factory.peer_addr(2, &BasicNode::new("127.0.0.1:7002")),
-            "127.0.0.1:7002"
+            factory.peer_addr(2, &Member::new("127.0.0.1:7002", "127.0.0.1:7102")),
+            "127.0.0.1:7102"
         );
     }
 
@@ -451,7 +482,7 @@ mod tests {
             ..FaultConfig::default()
         };
         let factory = NetworkFactory::new(1).with_faults(Arc::new(faults));
-        let node = |addr: &str| BasicNode::new(addr);
+        let node = |addr: &str| Member::new("127.0.0.1:1", addr);
         assert_eq!(
             factory.peer_addr(2, &node("127.0.0.1:7002")),
             "127.0.0.1:9102"

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
+use openraft::SnapshotPolicy;
 use openraft::errors::{InitializeError, RaftError};
-use openraft::{BasicNode, SnapshotPolicy};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -19,7 +19,7 @@ use zaris_proto::v1::lease_server::LeaseServer;
 use zaris_proto::v1::lock_server::LockServer;
 use zaris_proto::v1::raft_service_server::RaftServiceServer;
 use zaris_proto::v1::watch_server::WatchServer;
-use zaris_raft::{Raft, StateHandle};
+use zaris_raft::{Member, Raft, StateHandle};
 
 use crate::clock::{Clock, MonotonicClock};
 use crate::config::NodeConfig;
@@ -34,6 +34,7 @@ use crate::services::raft::RaftPeerService;
 use crate::services::{
     ClusterService, KvService, LeaseService, LockService, NodeContext, WatchService,
 };
+use crate::tls::TlsSource;
 use crate::watch::WatchHub;
 use crate::{http, metrics as m};
 
@@ -59,15 +60,42 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 #[derive(Debug)]
 pub struct NodeHandle {
     pub node_id: u64,
-    /// Where the client API and the Raft peers are served.
+    /// Where the client API is served.
     pub addr: SocketAddr,
+    /// Where the Raft peer service is served.
+    pub peer_addr: SocketAddr,
     pub http_addr: Option<SocketAddr>,
     raft: Raft,
     state: StateHandle,
     health: Health,
     lessor_progress: tokio::sync::watch::Receiver<LessorProgress>,
+    /// Wakes the certificate watcher to re-read every TLS file now.
+    tls_reload: Arc<tokio::sync::Notify>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
+}
+
+/// A node's two bound listeners: clients on one, Raft peers on the other.
+#[derive(Debug)]
+pub struct Listeners {
+    pub client: TcpListener,
+    pub peer: TcpListener,
+}
+
+impl Listeners {
+    /// Binds both (port 0: a port the OS picks).
+    pub async fn bind(client: SocketAddr, peer: SocketAddr) -> anyhow::Result<Listeners> {
+        let client_listener = TcpListener::bind(client)
+            .await
+            .with_context(|| format!("cannot listen on {client} for clients"))?;
+        let peer_listener = TcpListener::bind(peer)
+            .await
+            .with_context(|| format!("cannot listen on {peer} for peers"))?;
+        Ok(Listeners {
+            client: client_listener,
+            peer: peer_listener,
+        })
+    }
 }
 
 /// Namespace for [`Node::start`].
@@ -75,18 +103,16 @@ pub struct NodeHandle {
 pub struct Node;
 
 impl Node {
-    /// Binds `config.listen` and starts the node.
+    /// Binds `config.listen` and `config.peer_listen` and starts the node.
     pub async fn start(config: NodeConfig) -> anyhow::Result<NodeHandle> {
-        let listener = TcpListener::bind(config.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", config.listen))?;
-        Self::start_with_listener(config, listener, Arc::new(MonotonicClock::default())).await
+        let listeners = Listeners::bind(config.listen, config.peer_listen).await?;
+        Self::start_with_listeners(config, listeners, Arc::new(MonotonicClock::default())).await
     }
 
-    /// Starts the node on an already bound listener (tests bind port 0 first to learn the port).
-    pub async fn start_with_listener(
+    /// Starts the node on already bound listeners (tests bind port 0 first to learn the ports).
+    pub async fn start_with_listeners(
         config: NodeConfig,
-        listener: TcpListener,
+        listeners: Listeners,
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<NodeHandle> {
         config.validate()?;
@@ -95,12 +121,34 @@ impl Node {
         let node_id = config.node_id;
         let faults = Arc::new(config.faults.clone());
         let clock = faults.lessor_clock(node_id, clock);
-        let addr = listener.local_addr()?;
-        let advertise = config
-            .advertise
+        let addr = listeners.client.local_addr()?;
+        let peer_addr = listeners.peer.local_addr()?;
+        let known = config.initial_cluster.get(&node_id);
+        let advertise = Member {
+            addr: config
+                .advertise
+                .clone()
+                .or_else(|| known.map(|m| m.addr.clone()))
+                .unwrap_or_else(|| crate::address::default_advertise(addr)),
+            peer_addr: config
+                .peer_advertise
+                .clone()
+                .or_else(|| known.map(|m| m.peer_addr.clone()))
+                .unwrap_or_else(|| crate::address::default_advertise(peer_addr)),
+        };
+        // Read the certificates before anything starts: a bad file is an error at start.
+        let client_tls = config
+            .client_tls
             .clone()
-            .or_else(|| config.initial_cluster.get(&node_id).cloned())
-            .unwrap_or_else(|| crate::address::default_advertise(addr));
+            .map(|files| TlsSource::load("client", files).context("client TLS"))
+            .transpose()?
+            .map(Arc::new);
+        let peer_tls = config
+            .peer_tls
+            .clone()
+            .map(|files| TlsSource::load("peer", files).context("peer TLS"))
+            .transpose()?
+            .map(Arc::new);
         // Bind everything first: a failure here leaves nothing running.
         let http_listener = match config.http_listen {
             Some(http_listen) => Some(
@@ -159,7 +207,9 @@ impl Node {
         let cluster_id = config.cluster_id();
         let network = NetworkFactory::new(cluster_id)
             .with_append_timeout_floor(Duration::from_millis(config.election_timeout_ms));
-        let network = network.with_faults(faults.clone());
+        let network = network
+            .with_faults(faults.clone())
+            .with_tls(peer_tls.clone());
         let raft = Raft::new(node_id, Arc::new(raft_config), network, log_store, sm_store)
             .await
             .context("cannot start raft")?;
@@ -199,12 +249,14 @@ impl Node {
             election_timeout: DurationMs::new(config.election_timeout_ms),
         };
 
-        let server = tonic::transport::Server::builder()
-            .add_service(
-                RaftServiceServer::new(RaftPeerService::new(raft.clone(), cluster_id))
-                    .max_decoding_message_size(MAX_RAFT_MESSAGE_BYTES)
-                    .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES),
-            )
+        // The Raft service has a listener of its own: clients never reach it, and it can sit on
+        // a private network.
+        let peer_server = tonic::transport::Server::builder().add_service(
+            RaftServiceServer::new(RaftPeerService::new(raft.clone(), cluster_id))
+                .max_decoding_message_size(MAX_RAFT_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES),
+        );
+        let client_server = tonic::transport::Server::builder()
             .add_service(
                 KvServer::new(KvService(context.clone()))
                     .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES)
@@ -229,30 +281,36 @@ impl Node {
                     .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES)
                     .max_encoding_message_size(MAX_CLIENT_RESPONSE_BYTES),
             );
-        // Small request/response messages: Nagle's algorithm would hold them back (tens of ms
-        // per Raft round trip on an accepted socket).
-        let incoming =
-            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-        let stop = shutdown.clone();
-        tracker.spawn(async move {
-            let serve = server.serve_with_incoming_shutdown(incoming, stop.clone().cancelled_owned());
-            tokio::pin!(serve);
-            // Graceful shutdown waits for every connection to close, and a peer that stopped
-            // reading (paused, partitioned) never closes: bound the wait.
-            let result = tokio::select! {
-                result = &mut serve => Some(result),
-                () = stop.cancelled() => tokio::time::timeout(SHUTDOWN_GRACE, &mut serve).await.ok(),
+        for (what, server, listener, tls) in [
+            ("peer", peer_server, listeners.peer, &peer_tls),
+            ("client", client_server, listeners.client, &client_tls),
+        ] {
+            let stop = shutdown.clone();
+            match tls {
+                Some(tls) => {
+                    let incoming =
+                        crate::tls::incoming(listener, tls.clone(), &tracker, stop.clone());
+                    tracker.spawn(serve_grpc(node_id, what, server, incoming, stop))
+                }
+                // Small request/response messages: Nagle's algorithm would hold them back (tens
+                // of ms per Raft round trip on an accepted socket).
+                None => {
+                    let incoming = tonic::transport::server::TcpIncoming::from(listener)
+                        .with_nodelay(Some(true));
+                    tracker.spawn(serve_grpc(node_id, what, server, incoming, stop))
+                }
             };
-            match result {
-                Some(Ok(())) => {}
-                Some(Err(e)) => warn!(node_id, error = %e, "gRPC server stopped with an error"),
-                None => warn!(
-                    node_id,
-                    grace = ?SHUTDOWN_GRACE,
-                    "connections still open after the shutdown grace period; dropping them"
-                ),
-            }
-        });
+        }
+        let tls_reload = Arc::new(tokio::sync::Notify::new());
+        let tls_sources: Vec<Arc<TlsSource>> =
+            client_tls.iter().chain(peer_tls.iter()).cloned().collect();
+        if !tls_sources.is_empty() {
+            tracker.spawn(crate::tls::watch_files(
+                tls_sources,
+                tls_reload.clone(),
+                shutdown.clone(),
+            ));
+        }
 
         let (progress, lessor_progress) = tokio::sync::watch::channel(LessorProgress::default());
         tracker.spawn(
@@ -292,11 +350,13 @@ impl Node {
         let handle = NodeHandle {
             node_id,
             addr,
+            peer_addr,
             http_addr,
             raft,
             state,
             health,
             lessor_progress,
+            tls_reload,
             shutdown,
             tracker,
         };
@@ -304,7 +364,15 @@ impl Node {
             handle.shutdown().await;
             return Err(e);
         }
-        info!(node_id, %addr, advertise, cluster = config.cluster_name, "node started");
+        info!(
+            node_id,
+            %addr,
+            %peer_addr,
+            advertise = advertise.addr,
+            peer_advertise = advertise.peer_addr,
+            cluster = config.cluster_name,
+            "node started"
+        );
         Ok(handle)
     }
 }
@@ -319,7 +387,7 @@ impl Node {
 async fn bootstrap(
     config: &NodeConfig,
     raft: &Raft,
-    advertise: &str,
+    advertise: &Member,
     tracker: &TaskTracker,
 ) -> anyhow::Result<()> {
     if config.join {
@@ -328,26 +396,22 @@ async fn bootstrap(
     if raft.is_initialized().await? {
         tracker.spawn(crate::address::warn_unresolved(
             config.node_id,
-            config.initial_cluster.clone(),
+            crate::address::member_addresses(&config.initial_cluster),
         ));
         return Ok(());
     }
     if !config.initial_cluster.is_empty() {
         crate::address::wait_resolvable(
             config.node_id,
-            &config.initial_cluster,
+            &crate::address::member_addresses(&config.initial_cluster),
             Duration::from_millis(config.resolve_timeout_ms),
         )
         .await?;
     }
-    let members: BTreeMap<u64, BasicNode> = if config.initial_cluster.is_empty() {
-        BTreeMap::from([(config.node_id, BasicNode::new(advertise))])
+    let members: BTreeMap<u64, Member> = if config.initial_cluster.is_empty() {
+        BTreeMap::from([(config.node_id, advertise.clone())])
     } else {
-        config
-            .initial_cluster
-            .iter()
-            .map(|(id, addr)| (*id, BasicNode::new(addr)))
-            .collect()
+        config.initial_cluster.clone()
     };
     if members.keys().next() != Some(&config.node_id) {
         return Ok(());
@@ -355,6 +419,47 @@ async fn bootstrap(
     match raft.initialize(members).await {
         Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
         Err(e) => Err(anyhow::anyhow!("cannot initialize the cluster: {e}")),
+    }
+}
+
+/// Serves `server` on the connections of `incoming` (`what`: which listener, for logs) until
+/// `stop`.
+async fn serve_grpc<I, IO, IE>(
+    node_id: u64,
+    what: &'static str,
+    server: tonic::transport::server::Router,
+    incoming: I,
+    stop: CancellationToken,
+) where
+    I: futures::Stream<Item = Result<IO, IE>>,
+    IO: tokio::io::AsyncRead
+        + tokio::io::AsyncWrite
+        + tonic::transport::server::Connected
+        + Unpin
+        + Send
+        + 'static,
+    IO::ConnectInfo: Clone + Send + Sync + 'static,
+    IE: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let serve = server.serve_with_incoming_shutdown(incoming, stop.clone().cancelled_owned());
+    tokio::pin!(serve);
+    // Graceful shutdown waits for every connection to close, and a peer that stopped reading
+    // (paused, partitioned) never closes: bound the wait.
+    let result = tokio::select! {
+        result = &mut serve => Some(result),
+        () = stop.cancelled() => tokio::time::timeout(SHUTDOWN_GRACE, &mut serve).await.ok(),
+    };
+    match result {
+        Some(Ok(())) => {}
+        Some(Err(e)) => {
+            warn!(node_id, listener = what, error = %e, "gRPC server stopped with an error")
+        }
+        None => warn!(
+            node_id,
+            listener = what,
+            grace = ?SHUTDOWN_GRACE,
+            "connections still open after the shutdown grace period; dropping them"
+        ),
     }
 }
 
@@ -388,6 +493,13 @@ impl NodeHandle {
 
     pub fn state(&self) -> &StateHandle {
         &self.state
+    }
+
+    /// Re-reads every TLS certificate, key and CA file now (SIGHUP); they are also checked for
+    /// changes every few seconds. A file that cannot be used is logged and the previous ones
+    /// stay in use.
+    pub fn reload_tls(&self) {
+        self.tls_reload.notify_one();
     }
 
     /// How far this node's expiry loop has got in lessor time (see [`LessorProgress`]).

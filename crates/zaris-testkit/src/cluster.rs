@@ -9,10 +9,9 @@ use std::time::Duration;
 
 use openraft::ServerState;
 use openraft::async_runtime::WatchReceiver;
-use tokio::net::TcpListener;
 use zaris_client::{Client, ClientOptions};
 use zaris_core::{DurationMs, Revision};
-use zaris_server::{Clock, MonotonicClock, Node, NodeConfig, NodeHandle};
+use zaris_server::{Clock, Listeners, Member, MonotonicClock, Node, NodeConfig, NodeHandle};
 
 use crate::eventually;
 
@@ -23,19 +22,37 @@ pub const MIN_TTL_MS: u64 = 1_000;
 
 /// Nodes that bootstrap together from one member list; each can be stopped, and restarted from
 /// its data dir on its old address. The data dirs live in a temporary directory removed on drop.
-#[derive(Debug)]
 pub struct TestCluster {
     pub nodes: BTreeMap<u64, Option<NodeHandle>>,
+    /// Each node's client address.
     pub addrs: BTreeMap<u64, SocketAddr>,
+    /// Each node's peer (Raft) address.
+    pub peer_addrs: BTreeMap<u64, SocketAddr>,
     dir: tempfile::TempDir,
     /// Applied to every node's configuration, also on restart.
-    configure: fn(&mut NodeConfig),
+    configure: Configure,
+    /// How [`TestCluster::client`] connects (TLS settings, say).
+    client_options: ClientOptions,
     /// Every node's lessor clock (one clock, as if the nodes' clocks ran in perfect step).
     clock: Arc<dyn Clock>,
     /// The host part of the members' addresses: `127.0.0.1`, or `localhost` for a cluster whose
     /// members know each other (and clients know them) by a name that must be resolved.
     host: &'static str,
 }
+
+impl std::fmt::Debug for TestCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestCluster")
+            .field("nodes", &self.nodes)
+            .field("addrs", &self.addrs)
+            .field("peer_addrs", &self.peer_addrs)
+            .field("host", &self.host)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a test changes in every node's configuration.
+type Configure = Arc<dyn Fn(&mut NodeConfig) + Send + Sync>;
 
 /// A node's configuration with the test timings.
 pub fn config(id: u64, data_dir: std::path::PathBuf) -> NodeConfig {
@@ -55,7 +72,10 @@ impl TestCluster {
     }
 
     /// [`TestCluster::start`], with `configure` applied to each node's configuration.
-    pub async fn start_configured(size: u64, configure: fn(&mut NodeConfig)) -> TestCluster {
+    pub async fn start_configured(
+        size: u64,
+        configure: impl Fn(&mut NodeConfig) + Send + Sync + 'static,
+    ) -> TestCluster {
         Self::start_full(
             size,
             configure,
@@ -85,25 +105,31 @@ impl TestCluster {
 
     async fn start_full(
         size: u64,
-        configure: fn(&mut NodeConfig),
+        configure: impl Fn(&mut NodeConfig) + Send + Sync + 'static,
         clock: Arc<dyn Clock>,
         host: &'static str,
     ) -> TestCluster {
+        let configure: Configure = Arc::new(configure);
         let dir = tempfile::tempdir().expect("tempdir");
         let mut listeners = BTreeMap::new();
         for id in 1..=size {
-            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            listeners.insert(id, listener);
+            listeners.insert(id, bind_any().await);
         }
         let addrs: BTreeMap<u64, SocketAddr> = listeners
             .iter()
-            .map(|(id, l)| (*id, l.local_addr().expect("addr")))
+            .map(|(id, l)| (*id, l.client.local_addr().expect("addr")))
+            .collect();
+        let peer_addrs: BTreeMap<u64, SocketAddr> = listeners
+            .iter()
+            .map(|(id, l)| (*id, l.peer.local_addr().expect("addr")))
             .collect();
         let mut cluster = TestCluster {
             nodes: BTreeMap::new(),
             addrs,
+            peer_addrs,
             dir,
             configure,
+            client_options: ClientOptions::default().with_timeout(Duration::from_secs(15)),
             clock,
             host,
         };
@@ -114,42 +140,57 @@ impl TestCluster {
         cluster
     }
 
-    fn initial_cluster(&self) -> BTreeMap<u64, String> {
+    fn initial_cluster(&self) -> BTreeMap<u64, Member> {
         self.addrs
             .keys()
-            .map(|id| (*id, self.address(*id)))
+            .map(|id| (*id, self.member(*id)))
             .collect()
     }
 
-    /// The address node `id` is known by (`127.0.0.1:port`, or `localhost:port` when named).
+    /// The client address node `id` is known by (`127.0.0.1:port`, or `localhost:port` when
+    /// named).
     pub fn address(&self, id: u64) -> String {
         format!("{}:{}", self.host, self.addrs[&id].port())
+    }
+
+    /// The peer address node `id` is known by (named like [`TestCluster::address`]).
+    pub fn peer_address(&self, id: u64) -> String {
+        format!("{}:{}", self.host, self.peer_addrs[&id].port())
+    }
+
+    /// Node `id`'s member record.
+    pub fn member(&self, id: u64) -> Member {
+        Member::new(self.address(id), self.peer_address(id))
     }
 
     pub fn data_dir(&self, id: u64) -> std::path::PathBuf {
         self.dir.path().join(format!("node-{id}"))
     }
 
-    async fn start_node(&self, id: u64, listener: TcpListener, join: bool) -> NodeHandle {
+    async fn start_node(&self, id: u64, listeners: Listeners, join: bool) -> NodeHandle {
         let mut config = config(id, self.data_dir(id));
         (self.configure)(&mut config);
         if join {
             config.join = true;
             config.advertise = Some(self.address(id));
+            config.peer_advertise = Some(self.peer_address(id));
         } else {
             config.initial_cluster = self.initial_cluster();
         }
-        Node::start_with_listener(config, listener, self.clock.clone())
+        Node::start_with_listeners(config, listeners, self.clock.clone())
             .await
             .expect("node starts")
     }
 
-    /// Starts a new, empty node that waits to be added (`member add`).
+    /// Starts a new, empty node that waits to be added (`member add`); its member record
+    /// (for `member_add`) is [`TestCluster::member`].
     pub async fn start_joiner(&mut self, id: u64) -> SocketAddr {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
+        let listeners = bind_any().await;
+        let addr = listeners.client.local_addr().expect("addr");
         self.addrs.insert(id, addr);
-        let node = self.start_node(id, listener, true).await;
+        self.peer_addrs
+            .insert(id, listeners.peer.local_addr().expect("addr"));
+        let node = self.start_node(id, listeners, true).await;
         self.nodes.insert(id, Some(node));
         addr
     }
@@ -207,25 +248,29 @@ impl TestCluster {
         }
     }
 
-    /// Restarts a stopped node from its data dir, on its old address.
+    /// Restarts a stopped node from its data dir, on its old addresses.
     pub async fn restart(&mut self, id: u64) {
-        let addr = self.addrs[&id];
-        let listener = eventually(
-            "the old port to be free",
+        let (addr, peer_addr) = (self.addrs[&id], self.peer_addrs[&id]);
+        let listeners = eventually(
+            "the old ports to be free",
             Duration::from_secs(10),
-            || async { TcpListener::bind(addr).await.ok() },
+            || async { Listeners::bind(addr, peer_addr).await.ok() },
         )
         .await;
-        let node = self.start_node(id, listener, false).await;
+        let node = self.start_node(id, listeners, false).await;
         self.nodes.insert(id, Some(node));
     }
 
     /// A client that knows only the given nodes.
     pub async fn client(&self, ids: &[u64]) -> Client {
         let endpoints: Vec<String> = ids.iter().map(|id| self.address(*id)).collect();
-        let options = ClientOptions::default().with_timeout(Duration::from_secs(15));
         // Lazy: tests make clients of nodes they are about to stop or start.
-        Client::lazy(endpoints, options).expect("client")
+        Client::lazy(endpoints, self.client_options.clone()).expect("client")
+    }
+
+    /// Makes [`TestCluster::client`] connect with `options` (TLS settings, say).
+    pub fn set_client_options(&mut self, options: ClientOptions) {
+        self.client_options = options;
     }
 
     /// Waits until every running node has applied at least `index`.
@@ -244,4 +289,10 @@ impl TestCluster {
             self.stop(id).await;
         }
     }
+}
+
+/// A client and a peer listener on 127.0.0.1, on ports the OS picks.
+async fn bind_any() -> Listeners {
+    let any = SocketAddr::from(([127, 0, 0, 1], 0));
+    Listeners::bind(any, any).await.expect("bind")
 }

@@ -6,9 +6,11 @@
 //! - [`eventually`] / [`try_eventually`]: wait on a condition, never a fixed sleep.
 //! - `cluster::TestCluster` (feature `in-process`): real nodes inside the test process, for
 //!   zaris-server's integration tests.
+//! - [`pki::Pki`]: a CA and the certificates it signs, for TLS tests.
 
 #[cfg(feature = "in-process")]
 pub mod cluster;
+pub mod pki;
 pub mod serve;
 pub mod wait;
 

@@ -25,14 +25,15 @@ const LOG_TAIL_LINES: usize = 10;
 const MEMBERSHIP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How to run one `zaris serve` process. Everything a node writes lives under `root`:
-/// `node-{id}/` (data), `node-{id}.ready` (the address, once it serves) and `node-{id}.log`
-/// (its stderr, where it logs).
+/// `node-{id}/` (data), `node-{id}.ready` (its client and peer address, once it serves) and
+/// `node-{id}.log` (its stderr, where it logs).
 #[derive(Debug, Clone)]
 pub struct Serve {
     exe: PathBuf,
     id: u64,
     root: PathBuf,
     listen: SocketAddr,
+    peer_listen: SocketAddr,
     join: bool,
     election_timeout_ms: Option<u64>,
     heartbeat_ms: Option<u64>,
@@ -45,14 +46,15 @@ pub struct Serve {
 }
 
 impl Serve {
-    /// Node `id` of the `zaris` binary `exe`, on `127.0.0.1:0` (a port the OS picks), with the
-    /// server's default timings.
+    /// Node `id` of the `zaris` binary `exe`, serving clients and peers on `127.0.0.1:0` (ports
+    /// the OS picks), with the server's default timings.
     pub fn new(exe: impl Into<PathBuf>, id: u64, root: impl Into<PathBuf>) -> Serve {
         Serve {
             exe: exe.into(),
             id,
             root: root.into(),
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            peer_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             join: false,
             election_timeout_ms: None,
             heartbeat_ms: None,
@@ -65,10 +67,22 @@ impl Serve {
         }
     }
 
-    /// Listens on `addr`: a restarted node takes its old address, which its peers know it by.
+    /// Serves clients on `addr`: a restarted node takes its old address, which clients and the
+    /// membership know it by.
     pub fn listen(mut self, addr: SocketAddr) -> Serve {
         self.listen = addr;
         self
+    }
+
+    /// Serves peers on `addr` (a restarted node takes its old one, see [`Serve::listen`]).
+    pub fn peer_listen(mut self, addr: SocketAddr) -> Serve {
+        self.peer_listen = addr;
+        self
+    }
+
+    /// Both of a node's old addresses (a restart).
+    pub fn listen_as(self, node: &ServeProcess) -> Serve {
+        self.listen(node.addr()).peer_listen(node.peer_addr())
     }
 
     /// `--join`: starts empty and waits to be added with `member add`.
@@ -161,6 +175,7 @@ impl Serve {
         command
             .args(["serve", "--node-id", &self.id.to_string()])
             .args(["--listen", &self.listen.to_string()])
+            .args(["--peer-listen", &self.peer_listen.to_string()])
             .arg("--data-dir")
             .arg(self.data_dir())
             .arg("--ready-file")
@@ -219,11 +234,12 @@ impl Serve {
         loop {
             // The node writes the file and renames it into place: a reader never sees half.
             if let Ok(text) = std::fs::read_to_string(&ready)
-                && let Ok(addr) = text.trim().parse::<SocketAddr>()
+                && let Some((addr, peer_addr)) = parse_ready(&text)
             {
                 return Ok(ServeProcess {
                     id,
                     addr,
+                    peer_addr,
                     endpoint: addr.to_string(),
                     data_dir: self.data_dir(),
                     log,
@@ -253,11 +269,20 @@ impl Serve {
     }
 }
 
+/// A ready file's client and peer address (a line each).
+fn parse_ready(text: &str) -> Option<(SocketAddr, SocketAddr)> {
+    let mut lines = text.lines().map(str::trim);
+    let addr = lines.next()?.parse().ok()?;
+    let peer_addr = lines.next()?.parse().ok()?;
+    Some((addr, peer_addr))
+}
+
 /// A running `zaris serve` process, SIGKILLed when dropped.
 #[derive(Debug)]
 pub struct ServeProcess {
     id: u64,
     addr: SocketAddr,
+    peer_addr: SocketAddr,
     endpoint: String,
     data_dir: PathBuf,
     log: PathBuf,
@@ -271,9 +296,14 @@ impl ServeProcess {
         self.id
     }
 
-    /// The address it serves on (from its ready file).
+    /// The address it serves clients on (from its ready file).
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The address it serves peers on (from its ready file).
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.peer_addr
     }
 
     /// [`ServeProcess::addr`] as a client endpoint.
@@ -355,7 +385,12 @@ pub async fn grow_cluster(size: u64, serve: impl Fn(u64) -> Serve) -> Result<Vec
     for id in 2..=size {
         let node = serve(id).join().start().await?;
         admin
-            .member_add(id, node.endpoint().to_owned(), true)
+            .member_add(
+                id,
+                node.endpoint().to_owned(),
+                node.peer_addr().to_string(),
+                true,
+            )
             .await
             .with_context(|| format!("adding node {id}"))?;
         nodes.push(node);
@@ -379,7 +414,7 @@ case "$FAKE_MODE" in
     fail) echo "boom: storage on fire" >&2; exit 3 ;;
     hang) exec sleep 30 ;;
 esac
-printf '127.0.0.1:4242' > "$ready.tmp" && mv "$ready.tmp" "$ready"
+printf '127.0.0.1:4242\n127.0.0.1:4343\n' > "$ready.tmp" && mv "$ready.tmp" "$ready"
 if [ "$FAKE_MODE" = "exit-after-ready" ]; then exit 5; fi
 exec sleep 30
 "#;
@@ -405,12 +440,14 @@ exec sleep 30
             .await
             .expect("starts");
         assert_eq!(node.addr(), SocketAddr::from(([127, 0, 0, 1], 4242)));
+        assert_eq!(node.peer_addr(), SocketAddr::from(([127, 0, 0, 1], 4343)));
         assert_eq!(node.endpoint(), "127.0.0.1:4242");
         assert!(node.is_running());
         assert!(node.pid().is_some());
         let args = node.log_tail(1);
         let expected = format!(
-            "args: serve --node-id 7 --listen 127.0.0.1:0 --data-dir {} --ready-file {} \
+            "args: serve --node-id 7 --listen 127.0.0.1:0 --peer-listen 127.0.0.1:0 --data-dir {} \
+             --ready-file {} \
              --heartbeat-ms 50 --join --extra",
             root.path().join("node-7").display(),
             root.path().join("node-7.ready").display()
@@ -469,7 +506,7 @@ exec sleep 30
         let root = tempfile::tempdir().expect("tempdir");
         let serve = fake(root.path(), 4, "serve");
         // A leftover from a dead run must not count as ready.
-        std::fs::write(serve.ready_file(), "127.0.0.1:1").expect("stale ready file");
+        std::fs::write(serve.ready_file(), "127.0.0.1:1\n127.0.0.1:2\n").expect("stale ready file");
         let mut first = serve.clone().start().await.expect("starts");
         assert_eq!(first.endpoint(), "127.0.0.1:4242");
         first.kill().await;

@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use serde::Deserialize;
 use tracing_subscriber::EnvFilter;
 use zaris_core::DurationMs;
-use zaris_server::{Node, NodeConfig};
+use zaris_server::{Member, Node, NodeConfig};
 
 use crate::fault_args::FaultArgs;
 
@@ -18,7 +18,7 @@ const DEFAULT_DATA_DIR: &str = "./zaris-data";
 
 #[derive(clap::Args, Debug, Default)]
 #[command(
-    after_help = "Examples:\n  zaris serve\n  zaris serve --node-id 1 --listen 127.0.0.1:7001 --data-dir /var/lib/zaris/1 \\\n      --initial-cluster 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 --http 127.0.0.1:9001"
+    after_help = "Examples:\n  zaris serve\n  zaris serve --node-id 1 --listen 127.0.0.1:7001 --peer-listen 127.0.0.1:7101 \\\n      --data-dir /var/lib/zaris/1 --http 127.0.0.1:9001 \\\n      --initial-cluster 1=127.0.0.1:7001/127.0.0.1:7101,2=127.0.0.1:7002/127.0.0.1:7102,3=127.0.0.1:7003/127.0.0.1:7103"
 )]
 pub struct ServeArgs {
     /// TOML file with any of the settings below (snake_case keys, e.g. `node_id = 1`).
@@ -30,15 +30,24 @@ pub struct ServeArgs {
     /// Where the node keeps its log, vote and snapshots. Default ./zaris-data.
     #[arg(long, env = "ZARIS_DATA_DIR")]
     data_dir: Option<PathBuf>,
-    /// Address for the client API and Raft peers (port 0: any free port). Default 127.0.0.1:7001.
+    /// Address for the client API (port 0: any free port). Default 127.0.0.1:7001.
     #[arg(long, env = "ZARIS_LISTEN")]
     listen: Option<SocketAddr>,
-    /// Address others use to reach this node (`host:port`), if not the listen address. Default:
+    /// Address for the Raft peer service, which only other members use (port 0: any free
+    /// port). Default: the --listen IP, port 7101 (or 0 when --listen's port is 0).
+    #[arg(long, env = "ZARIS_PEER_LISTEN")]
+    peer_listen: Option<SocketAddr>,
+    /// Address clients use to reach this node (`host:port`), if not the listen address. Default:
     /// the listen address, or this host's name and the listen port when listening on 0.0.0.0.
     #[arg(long, env = "ZARIS_ADVERTISE")]
     advertise: Option<String>,
-    /// First members, `id=host:port,...` (host: a name such as zaris-1, or an IP address); the
-    /// lowest id bootstraps the cluster on first start, once every name resolves.
+    /// Address peers use to reach this node's Raft service, if not the peer listen address
+    /// (defaults like --advertise).
+    #[arg(long, env = "ZARIS_PEER_ADVERTISE")]
+    peer_advertise: Option<String>,
+    /// First members, `id=CLIENT/PEER,...`: each member's client and peer address, `host:port`
+    /// (host: a name such as zaris-1, or an IP address); the lowest id bootstraps the cluster on
+    /// first start, once every name resolves.
     #[arg(long, env = "ZARIS_INITIAL_CLUSTER")]
     initial_cluster: Option<String>,
     /// Start empty and wait to be added with `zaris member add` (never bootstrap).
@@ -72,6 +81,28 @@ pub struct ServeArgs {
     /// Once serving, write the bound address to this file (for scripts that use port 0).
     #[arg(long, env = "ZARIS_READY_FILE")]
     ready_file: Option<PathBuf>,
+    /// Serve clients over TLS with this certificate chain (PEM); needs --tls-key. Files are
+    /// re-read when they change and on SIGHUP.
+    #[arg(long, env = "ZARIS_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, env = "ZARIS_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Require client certificates signed by this CA (PEM): mutual TLS for clients. Needs
+    /// --tls-cert.
+    #[arg(long, env = "ZARIS_CLIENT_CACERT", requires = "tls_cert")]
+    client_cacert: Option<PathBuf>,
+    /// Mutual TLS between peers: this node's peer certificate (PEM), presented when accepting
+    /// and when dialing; it must name the host of this node's peer address. Needs
+    /// --peer-tls-key and --peer-cacert.
+    #[arg(long, env = "ZARIS_PEER_TLS_CERT", requires_all = ["peer_tls_key", "peer_cacert"])]
+    peer_tls_cert: Option<PathBuf>,
+    /// The private key of --peer-tls-cert (PEM).
+    #[arg(long, env = "ZARIS_PEER_TLS_KEY", requires = "peer_tls_cert")]
+    peer_tls_key: Option<PathBuf>,
+    /// The cluster's peer CA (PEM): every member's peer certificate must chain to it.
+    #[arg(long, env = "ZARIS_PEER_CACERT", requires = "peer_tls_cert")]
+    peer_cacert: Option<PathBuf>,
     #[command(flatten)]
     faults: FaultArgs,
 }
@@ -83,7 +114,9 @@ struct FileConfig {
     node_id: Option<u64>,
     data_dir: Option<PathBuf>,
     listen: Option<SocketAddr>,
+    peer_listen: Option<SocketAddr>,
     advertise: Option<String>,
+    peer_advertise: Option<String>,
     initial_cluster: Option<String>,
     join: Option<bool>,
     http: Option<SocketAddr>,
@@ -95,6 +128,12 @@ struct FileConfig {
     snapshot_entries: Option<u64>,
     resolve_timeout_ms: Option<u64>,
     ready_file: Option<PathBuf>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    client_cacert: Option<PathBuf>,
+    peer_tls_cert: Option<PathBuf>,
+    peer_tls_key: Option<PathBuf>,
+    peer_cacert: Option<PathBuf>,
 }
 
 fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
@@ -103,35 +142,63 @@ fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
     toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
 }
 
-/// Parses `1=127.0.0.1:7001,2=127.0.0.1:7002`.
+/// Parses `1=127.0.0.1:7001/127.0.0.1:7101,2=...`: each member's client and peer address.
 /// An empty list is refused: set but empty (`ZARIS_INITIAL_CLUSTER=` in an env file) would
 /// otherwise read as unset, and a fresh node would bootstrap a one-node cluster of its own.
-pub fn parse_initial_cluster(text: &str) -> anyhow::Result<BTreeMap<u64, String>> {
-    let members = parse_members("initial cluster", text)?;
+pub fn parse_initial_cluster(text: &str) -> anyhow::Result<BTreeMap<u64, Member>> {
+    let members = parse_pairs("initial cluster", "id=CLIENT/PEER", text)?;
     if members.is_empty() {
         bail!(
-            "the initial cluster is empty: give id=host:port,... (or leave it unset for a \
+            "the initial cluster is empty: give id=CLIENT/PEER,... (or leave it unset for a \
              single-node cluster)"
         );
+    }
+    members
+        .into_iter()
+        .map(|(id, addresses)| {
+            let Some((client, peer)) = addresses.split_once('/') else {
+                bail!(
+                    "initial cluster entry {id}={addresses}: give the member's client and peer \
+                     address, as in {id}={addresses}/HOST:PEER_PORT (the Raft service has a port \
+                     of its own, --peer-listen)"
+                );
+            };
+            let (client, peer) = (client.trim(), peer.trim());
+            for addr in [client, peer] {
+                if let Err(why) = zaris_server::check_address(addr) {
+                    bail!("initial cluster entry {id}={addresses}: {why}");
+                }
+            }
+            Ok((id, Member::new(client, peer)))
+        })
+        .collect()
+}
+
+/// Parses an `id=host:port,...` list; `what` names it in errors.
+#[cfg(feature = "fault-injection")]
+pub(crate) fn parse_members(what: &str, text: &str) -> anyhow::Result<BTreeMap<u64, String>> {
+    let members = parse_pairs(what, "id=host:port", text)?;
+    for (id, addr) in &members {
+        if let Err(why) = zaris_server::check_address(addr) {
+            bail!("{what} entry {id}={addr}: {why}");
+        }
     }
     Ok(members)
 }
 
-/// Parses an `id=host:port,...` list; `what` names it in errors.
-pub(crate) fn parse_members(what: &str, text: &str) -> anyhow::Result<BTreeMap<u64, String>> {
+/// Parses an `id=VALUE,...` list (`form` says what an entry looks like); `what` names it in
+/// errors.
+fn parse_pairs(what: &str, form: &str, text: &str) -> anyhow::Result<BTreeMap<u64, String>> {
     let mut members = BTreeMap::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let Some((id, addr)) = part.split_once('=') else {
-            bail!("{what} entry {part:?} is not id=host:port");
+            bail!("{what} entry {part:?} is not {form}");
         };
         let id: u64 = id
             .trim()
             .parse()
             .with_context(|| format!("{what} entry {part:?}: bad node id"))?;
         let addr = addr.trim();
-        if let Err(why) = zaris_server::check_address(addr) {
-            bail!("{what} entry {part:?}: {why}");
-        }
         if members.insert(id, addr.to_string()).is_some() {
             bail!("{what} names node {id} twice");
         }
@@ -154,7 +221,12 @@ pub(crate) fn build_config(args: &ServeArgs) -> anyhow::Result<(NodeConfig, Opti
     if let Some(listen) = args.listen.or(file.listen) {
         config.listen = listen;
     }
+    config.peer_listen = args
+        .peer_listen
+        .or(file.peer_listen)
+        .unwrap_or_else(|| NodeConfig::default_peer_listen(config.listen));
     config.advertise = args.advertise.clone().or(file.advertise);
+    config.peer_advertise = args.peer_advertise.clone().or(file.peer_advertise);
     if let Some(text) = args
         .initial_cluster
         .as_ref()
@@ -186,9 +258,43 @@ pub(crate) fn build_config(args: &ServeArgs) -> anyhow::Result<(NodeConfig, Opti
     if let Some(ms) = args.resolve_timeout_ms.or(file.resolve_timeout_ms) {
         config.resolve_timeout_ms = ms;
     }
+    config.client_tls = tls_files(
+        "",
+        args.tls_cert.clone().or(file.tls_cert),
+        args.tls_key.clone().or(file.tls_key),
+        args.client_cacert.clone().or(file.client_cacert),
+    )?;
+    config.peer_tls = tls_files(
+        "peer_",
+        args.peer_tls_cert.clone().or(file.peer_tls_cert),
+        args.peer_tls_key.clone().or(file.peer_tls_key),
+        args.peer_cacert.clone().or(file.peer_cacert),
+    )?;
     config.faults = args.faults.to_config()?;
     config.validate()?;
     Ok((config, args.ready_file.clone().or(file.ready_file)))
+}
+
+/// One listener's TLS files from flags or the config file: a certificate and its key together,
+/// or neither (a CA alone is a mistake, not plaintext).
+fn tls_files(
+    prefix: &str,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    ca: Option<PathBuf>,
+) -> anyhow::Result<Option<zaris_server::TlsFiles>> {
+    match (cert, key) {
+        (Some(cert), Some(key)) => Ok(Some(zaris_server::TlsFiles { cert, key, ca })),
+        (None, None) if ca.is_none() => Ok(None),
+        _ => bail!(
+            "{prefix}tls_cert and {prefix}tls_key go together{}",
+            if prefix.is_empty() {
+                " (client_cacert needs them too)"
+            } else {
+                " (peer_cacert needs them too)"
+            }
+        ),
+    }
 }
 
 /// The log filter unless `RUST_LOG` says otherwise. openraft's heartbeat worker and replication
@@ -220,21 +326,35 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
              deliberately unsafe; never run it outside tests."
         );
     }
+    warn_plaintext(&config);
     let node = Node::start(config).await?;
-    println!("zaris node {node_id} serving on {}", node.addr);
+    println!(
+        "zaris node {node_id} serving clients on {}, peers on {}",
+        node.addr, node.peer_addr
+    );
     if let Some(http) = node.http_addr {
         println!("zaris node {node_id} metrics on http://{http}/metrics");
     }
     if let Some(path) = ready_file {
-        // Write then rename, so a reader never sees a partial address.
+        // The client address, then the peer address, a line each. Written then renamed, so a
+        // reader never sees a partial file.
         let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, node.addr.to_string())
+        std::fs::write(&tmp, format!("{}\n{}\n", node.addr, node.peer_addr))
             .and_then(|()| std::fs::rename(&tmp, &path))
             .with_context(|| format!("cannot write ready file {}", path.display()))?;
     }
-    let failure = tokio::select! {
-        () = wait_for_signal() => None,
-        reason = node.failed() => Some(reason),
+    let mut signals = crate::cli::signals::Signals::install()?;
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("cannot handle SIGHUP")?;
+    let failure = loop {
+        tokio::select! {
+            _ = signals.recv() => break None,
+            reason = node.failed() => break Some(reason),
+            Some(()) = hangups.recv() => {
+                tracing::info!(node_id, "SIGHUP: re-reading the TLS files");
+                node.reload_tls();
+            }
+        }
     };
     tracing::info!(node_id, "stopping");
     node.shutdown().await;
@@ -248,19 +368,33 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
 }
 
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            return;
+/// Says loudly when a listener takes plaintext on an address beyond this machine: anyone who
+/// reaches it can read and write everything (docs/security.md).
+fn warn_plaintext(config: &NodeConfig) {
+    for (what, addr, tls) in [
+        ("client", config.listen, config.client_tls.is_some()),
+        ("peer", config.peer_listen, config.peer_tls.is_some()),
+    ] {
+        if !tls && !addr.ip().is_loopback() {
+            let flags = if what == "client" {
+                "--tls-cert/--tls-key"
+            } else {
+                "--peer-tls-cert/--peer-tls-key/--peer-cacert"
+            };
+            eprintln!(
+                "WARNING: zaris node {} serves its {what} listener on {addr} in PLAINTEXT: \
+                 anyone who can reach it can read and change every lease, lock and key{}. Use \
+                 {flags}, or listen on a loopback address.",
+                config.node_id,
+                if what == "peer" {
+                    ", and speak Raft to this node"
+                } else {
+                    ""
+                }
+            );
+            tracing::warn!(node_id = config.node_id, listener = what, %addr, "plaintext listener on a non-loopback address");
         }
     }
-    let _ = tokio::signal::ctrl_c().await;
 }
 
 #[cfg(test)]
@@ -276,12 +410,27 @@ mod tests {
 
     #[test]
     fn initial_cluster_parses_and_rejects_nonsense() {
-        let members = parse_initial_cluster("1=127.0.0.1:7001, 2=127.0.0.1:7002").expect("parse");
-        assert_eq!(members.get(&2).map(String::as_str), Some("127.0.0.1:7002"));
-        assert!(parse_initial_cluster("1=127.0.0.1:7001,1=127.0.0.1:7002").is_err());
-        assert!(parse_initial_cluster("x=127.0.0.1:7001").is_err());
-        assert!(parse_initial_cluster("1=nowhere").is_err());
+        let members = parse_initial_cluster(
+            "1=127.0.0.1:7001/127.0.0.1:7101, 2 = zaris-2:7001 / zaris-2:7101",
+        )
+        .expect("parse");
+        assert_eq!(
+            members.get(&2),
+            Some(&Member::new("zaris-2:7001", "zaris-2:7101"))
+        );
+        let twice = parse_initial_cluster("1=127.0.0.1:7001/127.0.0.1:7101,1=a:1/a:2");
+        assert!(format!("{:#}", twice.expect_err("twice")).contains("node 1 twice"));
+        assert!(parse_initial_cluster("x=127.0.0.1:7001/127.0.0.1:7101").is_err());
+        assert!(parse_initial_cluster("1=nowhere/127.0.0.1:7101").is_err());
+        assert!(parse_initial_cluster("1=127.0.0.1:7001/nowhere").is_err());
         assert!(parse_initial_cluster("127.0.0.1:7001").is_err());
+        // The form before the peer port: the error says what to add.
+        let old = parse_initial_cluster("1=127.0.0.1:7001").expect_err("no peer address");
+        let message = format!("{old:#}");
+        assert!(
+            message.contains("1=127.0.0.1:7001/HOST:PEER_PORT"),
+            "{message}"
+        );
         assert!(parse_initial_cluster("").is_err());
         assert!(parse_initial_cluster(" , ").is_err());
     }
@@ -306,6 +455,20 @@ mod tests {
         assert_eq!(config.election_timeout_ms, 600);
         assert_eq!(config.heartbeat_ms, 40);
         assert_eq!(config.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
+        assert_eq!(config.peer_listen, SocketAddr::from(([127, 0, 0, 1], 7101)));
+        // The peer listener follows the client listener's interface unless told otherwise.
+        let args = ServeArgs {
+            listen: Some(SocketAddr::from(([0, 0, 0, 0], 7001))),
+            ..ServeArgs::default()
+        };
+        let (config, _) = build_config(&args).expect("config");
+        assert_eq!(config.peer_listen, SocketAddr::from(([0, 0, 0, 0], 7101)));
+        let args = ServeArgs {
+            listen: Some(SocketAddr::from(([127, 0, 0, 1], 7101))),
+            ..ServeArgs::default()
+        };
+        let error = build_config(&args).expect_err("one port for both");
+        assert!(error.to_string().contains("--peer-listen"), "{error}");
     }
 
     #[test]

@@ -98,6 +98,13 @@ impl ContainerCluster {
         format!("zaris-{id}")
     }
 
+    /// Node `id`'s `--initial-cluster` entry: its client port 7001 and peer port 7101 (the
+    /// image's defaults) by name.
+    fn member(id: u64) -> String {
+        let host = Self::host(id);
+        format!("{id}={host}:7001/{host}:7101")
+    }
+
     /// A cluster of `size` containers of `image`, each restored from `backup` (a
     /// `zaris snapshot save` file on the host) into its new volume with the image's own
     /// `zaris snapshot restore`, then started on it: the backup and restore steps of deploy.md.
@@ -116,9 +123,7 @@ impl ContainerCluster {
         };
         let label = cluster.run.label();
         docker(&["network", "create", "--label", &label, &cluster.network()]).await?;
-        let members: Vec<String> = (1..=size)
-            .map(|m| format!("{m}={}:7001", Self::host(m)))
-            .collect();
+        let members: Vec<String> = (1..=size).map(Self::member).collect();
         let mount = format!("{}:/backup.zsnap:ro", backup.display());
         for id in 1..=size {
             let volume = cluster.volume(id);
@@ -182,9 +187,7 @@ impl ContainerCluster {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(id, port);
-        let members: Vec<String> = (1..=self.size)
-            .map(|m| format!("{m}={}:7001", Self::host(m)))
-            .collect();
+        let members: Vec<String> = (1..=self.size).map(Self::member).collect();
         let mut env = vec![
             format!("ZARIS_NODE_ID={id}"),
             format!(
@@ -201,6 +204,7 @@ impl ContainerCluster {
         if join {
             env.push("ZARIS_JOIN=true".to_owned());
             env.push(format!("ZARIS_ADVERTISE={}:7001", Self::host(id)));
+            env.push(format!("ZARIS_PEER_ADVERTISE={}:7101", Self::host(id)));
         } else {
             env.push(format!("ZARIS_INITIAL_CLUSTER={}", members.join(",")));
         }
@@ -666,7 +670,12 @@ async fn grow_and_shrink(cluster: &ContainerCluster) -> Result<()> {
     for id in [4, 5] {
         cluster.create(id, true).await?;
         let members = client
-            .member_add(id, format!("{}:7001", ContainerCluster::host(id)), true)
+            .member_add(
+                id,
+                format!("{}:7001", ContainerCluster::host(id)),
+                format!("{}:7101", ContainerCluster::host(id)),
+                true,
+            )
             .await?;
         ensure!(
             members.iter().any(|m| m.id == id),

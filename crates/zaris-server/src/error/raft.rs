@@ -1,6 +1,6 @@
 //! openraft's errors as a client (or peer) sees them: the only place that matches on openraft's
 //! error types. A follower's `ForwardToLeader` becomes a redirect to the leader's client address
-//! (the address in the membership: client API and peer RPCs share one port); a write whose fate is
+//! (the member record's client address, not its peer address); a write whose fate is
 //! unknown is indeterminate; a read that could not confirm leadership did nothing.
 
 use std::fmt::Display;

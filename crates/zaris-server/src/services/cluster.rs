@@ -6,7 +6,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use openraft::async_runtime::WatchReceiver;
 use openraft::errors::{ClientWriteError, RaftError};
-use openraft::{BasicNode, ChangeMembers, ServerState};
+use openraft::{ChangeMembers, ServerState};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::{Request, Response, Status};
 use zaris_proto::v1::cluster_server::Cluster;
@@ -61,6 +61,7 @@ impl ClusterService {
             .map(|(id, node)| Member {
                 id: *id,
                 address: node.addr.clone(),
+                peer_address: node.peer_addr.clone(),
                 kind: if voters.contains(id) {
                     MemberKind::Voter
                 } else {
@@ -363,23 +364,45 @@ impl Cluster for ClusterService {
     ) -> Result<Response<MemberAddResponse>, Status> {
         let request = request.into_inner();
         Self::validate_id(request.id)?;
-        if let Err(why) = crate::address::check(&request.address) {
-            return Err(ApiError::invalid_argument(format!("member address {why}")).into());
+        if request.peer_address.is_empty() {
+            return Err(ApiError::invalid_argument(
+                "member peer address is empty: give the address its Raft service listens on \
+                 (zaris serve --peer-listen)",
+            )
+            .into());
         }
-        // The leader dials the new member: a name it cannot resolve is refused now, not found
-        // out by a learner that never catches up.
-        if let Err(why) = crate::address::resolve(&request.address).await {
+        for (what, address) in [
+            ("member address", &request.address),
+            ("member peer address", &request.peer_address),
+        ] {
+            if let Err(why) = crate::address::check(address) {
+                return Err(ApiError::invalid_argument(format!("{what} {why}")).into());
+            }
+            // The leader dials the new member: a name it cannot resolve is refused now, not
+            // found out by a learner that never catches up.
+            if let Err(why) = crate::address::resolve(address).await {
+                return Err(ApiError::invalid_argument(format!(
+                    "{what}: {why} (from member {})",
+                    self.0.node_id
+                ))
+                .into());
+            }
+        }
+        if request.address == request.peer_address {
             return Err(ApiError::invalid_argument(format!(
-                "member address: {why} (from member {})",
-                self.0.node_id
+                "member address and peer address are both {}: the Raft service has a port of \
+                 its own",
+                request.address
             ))
             .into());
         }
-        if let Some(existing) = self
-            .members()
-            .iter()
-            .find(|m| m.id == request.id || m.address == request.address)
-        {
+        let taken = |m: &Member| {
+            m.id == request.id
+                || [&m.address, &m.peer_address]
+                    .iter()
+                    .any(|a| **a == request.address || **a == request.peer_address)
+        };
+        if let Some(existing) = self.members().iter().find(|m| taken(m)) {
             return Err(ApiError::MemberExists {
                 id: existing.id,
                 address: existing.address.clone(),
@@ -390,7 +413,8 @@ impl Cluster for ClusterService {
         let raft = self.0.proposer.raft();
         // A learner first: it catches up without counting toward the quorum, and can always be
         // removed again while the voters have a quorum.
-        raft.add_learner(request.id, BasicNode::new(&request.address), false)
+        let member = zaris_raft::Member::new(&request.address, &request.peer_address);
+        raft.add_learner(request.id, member, false)
             .await
             .map_err(|e| self.membership_error(e))?;
         if request.promote {

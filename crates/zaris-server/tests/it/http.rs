@@ -4,9 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 use zaris_client::PutOptions;
-use zaris_server::{MonotonicClock, Node};
+use zaris_server::{Listeners, MonotonicClock, Node};
 use zaris_testkit::cluster::{TestCluster, config};
 use zaris_testkit::eventually;
 
@@ -24,9 +23,10 @@ async fn metrics_health_and_readiness_are_served_over_http() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut node_config = config(1, dir.path().join("node-1"));
     node_config.http_listen = Some("127.0.0.1:0".parse().expect("addr"));
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let any = "127.0.0.1:0".parse().expect("addr");
+    let listeners = Listeners::bind(any, any).await.expect("bind");
     let node =
-        Node::start_with_listener(node_config, listener, Arc::new(MonotonicClock::default()))
+        Node::start_with_listeners(node_config, listeners, Arc::new(MonotonicClock::default()))
             .await
             .expect("start");
     let http = node.http_addr.expect("http address");

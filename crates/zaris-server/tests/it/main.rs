@@ -14,4 +14,5 @@ mod membership;
 mod names;
 mod peer;
 mod proxy;
+mod tls;
 mod watch;

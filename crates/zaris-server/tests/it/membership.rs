@@ -25,8 +25,9 @@ async fn a_cluster_grows_to_five_and_shrinks_back_to_three() {
 
     for id in [4, 5] {
         let addr = cluster.start_joiner(id).await;
+        let peer = cluster.peer_address(id);
         client
-            .member_add(id, addr.to_string(), true)
+            .member_add(id, addr.to_string(), peer, true)
             .await
             .expect("member add");
     }
@@ -89,12 +90,12 @@ async fn a_dead_address_in_member_add_never_becomes_a_voter() {
         .await;
         let leader = cluster.leader().await;
         let client = cluster.client(&cluster.running()).await;
-        let dead = {
+        let dead = || {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
             listener.local_addr().expect("addr").to_string()
         };
         let error = client
-            .member_add(9, dead.clone(), true)
+            .member_add(9, dead(), dead(), true)
             .await
             .expect_err("a member that cannot catch up is not promoted");
         assert_eq!(

@@ -64,7 +64,7 @@ async fn member_add_takes_a_name_and_refuses_one_that_does_not_resolve() {
 
     // `.invalid` never resolves (RFC 2606): refused at once, the membership unchanged.
     let refused = client
-        .member_add(4, "zaris-4.invalid:7001".to_string(), false)
+        .member_add(4, "zaris-4.invalid:7001", "zaris-4.invalid:7101", false)
         .await
         .expect_err("unresolvable");
     match &refused {
@@ -80,20 +80,39 @@ async fn member_add_takes_a_name_and_refuses_one_that_does_not_resolve() {
         other => panic!("expected INVALID_ARGUMENT, got {other:?}"),
     }
     for bad in ["zaris_4:7001", "zaris-4", "zaris-4:0"] {
-        let err = client
-            .member_add(4, bad.to_string(), false)
-            .await
-            .expect_err(bad);
-        assert!(err.is_definite(), "{bad}: {err}");
-        assert!(err.to_string().contains(bad), "{bad}: {err}");
+        for (address, peer) in [(bad, "localhost:7101"), ("localhost:7001", bad)] {
+            let err = client
+                .member_add(4, address, peer, false)
+                .await
+                .expect_err(bad);
+            assert!(err.is_definite(), "{bad}: {err}");
+            assert!(err.to_string().contains(bad), "{bad}: {err}");
+        }
     }
+    // The peer address is required, and is not the client's.
+    let err = client
+        .member_add(4, "localhost:7001", "", false)
+        .await
+        .expect_err("no peer address");
+    assert!(err.to_string().contains("peer address is empty"), "{err}");
+    let err = client
+        .member_add(4, "localhost:7001", "localhost:7001", false)
+        .await
+        .expect_err("one address for both");
+    assert!(err.to_string().contains("a port of its own"), "{err}");
+    // Nor another member's.
+    let err = client
+        .member_add(4, "localhost:7001", cluster.peer_address(2), false)
+        .await
+        .expect_err("member 2's peer address");
+    assert!(err.to_string().contains("already exists"), "{err}");
     assert_eq!(client.member_list().await.expect("members").len(), 3);
 
     // A joiner named `localhost:{port}` is added by that name and catches up.
     cluster.start_joiner(4).await;
     let name = cluster.address(4);
     client
-        .member_add(4, name.clone(), true)
+        .member_add(4, name.clone(), cluster.peer_address(4), true)
         .await
         .expect("member add by name");
     let members = client.member_list().await.expect("members");
@@ -102,6 +121,7 @@ async fn member_add_takes_a_name_and_refuses_one_that_does_not_resolve() {
         (added.address.as_str(), added.kind),
         (name.as_str(), MemberKind::Voter)
     );
+    assert_eq!(added.peer_address, cluster.peer_address(4));
     let put = client
         .put("k", "v", PutOptions::default())
         .await

@@ -1,4 +1,4 @@
-//! The Raft peer service's bounds: a batch of entries larger than one peer message goes in parts
+//! The Raft peer service: on its own listener, never on the client port; its bounds: a batch of entries larger than one peer message goes in parts
 //! (a follower that fell behind by more than a message's worth of large entries catches up from
 //! the log), and garbage, another cluster's messages or oversized ones are refused with clear
 //! errors, counted, while the node goes on serving.
@@ -56,7 +56,7 @@ async fn garbage_on_the_peer_service_is_refused_and_counted_and_the_node_serves_
     let leader = cluster.leader().await;
     let client = cluster.client(&[1, 2, 3]).await;
     let cluster_id = zaris_testkit::cluster::config(leader, std::path::PathBuf::new()).cluster_id();
-    let mut raw = RaftServiceClient::connect(format!("http://{}", cluster.addrs[&leader]))
+    let mut raw = RaftServiceClient::connect(format!("http://{}", cluster.peer_addrs[&leader]))
         .await
         .expect("connect")
         .max_encoding_message_size(64 * 1024 * 1024);
@@ -117,5 +117,55 @@ async fn garbage_on_the_peer_service_is_refused_and_counted_and_the_node_serves_
         .await
         .expect("put after the garbage");
     assert_eq!(cluster.leader().await, leader);
+    cluster.shutdown().await;
+}
+
+/// Clients never reach the Raft service: the client port does not serve it, and the peer port
+/// serves nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_raft_service_is_served_on_the_peer_port_only() {
+    let cluster = TestCluster::start(1).await;
+    let leader = cluster.leader().await;
+    let cluster_id = zaris_testkit::cluster::config(leader, std::path::PathBuf::new()).cluster_id();
+    let message = || RaftMessage {
+        cluster_id,
+        payload: Vec::new(),
+    };
+    let mut on_client_port =
+        RaftServiceClient::connect(format!("http://{}", cluster.addrs[&leader]))
+            .await
+            .expect("connect");
+    for status in [
+        on_client_port.vote(message()).await.expect_err("vote"),
+        on_client_port
+            .append_entries(message())
+            .await
+            .expect_err("append"),
+        on_client_port
+            .transfer_leader(message())
+            .await
+            .expect_err("transfer"),
+    ] {
+        assert_eq!(status.code(), Code::Unimplemented, "{status:?}");
+    }
+    // The same empty message on the peer port reaches the Raft service (and is refused there).
+    let mut on_peer_port =
+        RaftServiceClient::connect(format!("http://{}", cluster.peer_addrs[&leader]))
+            .await
+            .expect("connect");
+    let refused = on_peer_port.vote(message()).await.expect_err("empty vote");
+    assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
+
+    let mut kv_on_peer_port = zaris_proto::v1::kv_client::KvClient::connect(format!(
+        "http://{}",
+        cluster.peer_addrs[&leader]
+    ))
+    .await
+    .expect("connect");
+    let status = kv_on_peer_port
+        .range(zaris_proto::v1::RangeRequest::default())
+        .await
+        .expect_err("no client API on the peer port");
+    assert_eq!(status.code(), Code::Unimplemented, "{status:?}");
     cluster.shutdown().await;
 }

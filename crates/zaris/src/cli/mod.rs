@@ -18,7 +18,7 @@ mod coord;
 mod duration;
 mod lock;
 mod output;
-mod signals;
+pub(crate) mod signals;
 mod txn;
 mod watch;
 
@@ -69,6 +69,29 @@ pub struct GlobalOpts {
         value_name = "DURATION"
     )]
     pub timeout: Duration,
+    /// Speak TLS to the cluster, trusting servers whose certificates this CA (PEM) signed.
+    #[arg(long, global = true, env = "ZARIS_CACERT", value_name = "FILE")]
+    pub cacert: Option<std::path::PathBuf>,
+    /// Client certificate (PEM) for clusters that require one (mutual TLS); needs --key and
+    /// --cacert.
+    // Ids of their own: subcommands have a `key` argument (put KEY).
+    #[arg(
+        id = "client_cert",
+        long = "cert",
+        global = true,
+        env = "ZARIS_CERT",
+        value_name = "FILE"
+    )]
+    pub cert: Option<std::path::PathBuf>,
+    /// The private key (PEM) of --cert.
+    #[arg(
+        id = "client_key",
+        long = "key",
+        global = true,
+        env = "ZARIS_KEY",
+        value_name = "FILE"
+    )]
+    pub key: Option<std::path::PathBuf>,
 }
 
 /// How client subcommands print their results.
@@ -301,13 +324,17 @@ pub enum MemberCmd {
     #[command(after_help = "Example: zaris member list")]
     List,
     /// Add a node; unless --learner, wait for it to catch up and promote it to voter.
-    #[command(after_help = "Example: zaris member add 4 127.0.0.1:7004 --timeout 2m")]
+    #[command(
+        after_help = "Example: zaris member add 4 127.0.0.1:7004 127.0.0.1:7104 --timeout 2m"
+    )]
     Add {
         /// Node id of the new member (non-zero, never used before).
         #[arg(value_parser = clap::value_parser!(u64).range(1..))]
         id: u64,
-        /// The new member's address (host:port: a name or an IP address) for clients and peers.
+        /// The new member's client address (host:port: a name or an IP address).
         address: String,
+        /// The new member's peer (Raft) address, its `zaris serve --peer-listen`.
+        peer_address: String,
         /// Leave it a learner (non-voting); promote later with `zaris member promote`.
         #[arg(long)]
         learner: bool,
@@ -421,9 +448,29 @@ fn read_value(path: &std::path::Path) -> Result<Vec<u8>> {
 /// waits for it (up to --timeout), as every call retries; a cluster that never answers is
 /// reported by the call itself.
 pub(crate) fn client(global: &GlobalOpts) -> Result<Client> {
-    let options = ClientOptions::default().with_timeout(global.timeout);
+    let mut options = ClientOptions::default().with_timeout(global.timeout);
+    if let Some(tls) = client_tls(global)? {
+        options = options.with_tls(tls);
+    }
     Client::lazy(global.endpoints.iter().map(String::as_str), options)
         .map_err(|err| anyhow!("{err}"))
+}
+
+/// The TLS settings of --cacert, --cert and --key (or their ZARIS_* variables).
+fn client_tls(global: &GlobalOpts) -> Result<Option<zaris_client::ClientTls>> {
+    let tls = match (&global.cacert, &global.cert, &global.key) {
+        (None, None, None) => return Ok(None),
+        (None, _, _) => bail!(
+            "--cert and --key need --cacert (ZARIS_CACERT): the CA that signed the servers' \
+             certificates"
+        ),
+        (Some(ca), None, None) => zaris_client::ClientTls::from_ca_file(ca)?,
+        (Some(ca), Some(cert), Some(key)) => {
+            zaris_client::ClientTls::from_ca_file(ca)?.with_identity_files(cert, key)?
+        }
+        (Some(_), _, _) => bail!("--cert and --key go together"),
+    };
+    Ok(Some(tls))
 }
 
 pub async fn run(global: GlobalOpts, command: Command) -> Result<()> {
@@ -518,11 +565,12 @@ impl Cli {
             MemberCmd::Add {
                 id,
                 address,
+                peer_address,
                 learner,
             } => {
                 let added = self
                     .client
-                    .member_add(id, address.clone(), !learner)
+                    .member_add(id, address.clone(), peer_address.clone(), !learner)
                     .await
                     .map_err(|e| self.fail(&e))?;
                 let role = if learner { "learner" } else { "voter" };
@@ -877,6 +925,36 @@ mod tests {
     }
 
     #[test]
+    fn tls_files_are_global_and_do_not_clash_with_a_key_argument() {
+        let cli = parse(&[
+            "put",
+            "k",
+            "v",
+            "--cacert",
+            "ca.pem",
+            "--cert",
+            "c.pem",
+            "--key",
+            "c-key.pem",
+        ])
+        .expect("parses");
+        assert!(matches!(&cli.command, Top::Client(Command::Put { key, .. }) if key == "k"));
+        assert_eq!(
+            cli.global.key.as_deref(),
+            Some(std::path::Path::new("c-key.pem"))
+        );
+        assert_eq!(
+            cli.global.cert.as_deref(),
+            Some(std::path::Path::new("c.pem"))
+        );
+        let tls = client_tls(&GlobalOpts {
+            cacert: None,
+            ..cli.global
+        });
+        assert!(format!("{:#}", tls.expect_err("no CA")).contains("need --cacert"));
+    }
+
+    #[test]
     fn subcommands_parse_their_arguments() {
         match parse(&["put", "k", "v", "--lease", "7", "--prev-kv"]).map(|c| c.command) {
             Ok(Top::Client(Command::Put {
@@ -901,7 +979,16 @@ mod tests {
             parse(&["put", "k", "v", "--value-file", "f"]).is_err(),
             "a value and a value file conflict"
         );
-        match parse(&["member", "add", "4", "127.0.0.1:7004", "--learner"]).map(|c| c.command) {
+        match parse(&[
+            "member",
+            "add",
+            "4",
+            "127.0.0.1:7004",
+            "127.0.0.1:7104",
+            "--learner",
+        ])
+        .map(|c| c.command)
+        {
             Ok(Top::Client(Command::Member(MemberCmd::Add {
                 id: 4,
                 learner: true,

@@ -49,6 +49,7 @@ pub(crate) fn member_json(member: &ClusterMember) -> Value {
     let mut value = json!({
         "id": member.id,
         "address": member.address,
+        "peer_address": member.peer_address,
         "kind": member.kind.as_str(),
     });
     if let Some(matched_index) = member.matched_index {
@@ -72,7 +73,12 @@ pub(crate) fn members_table(members: &[ClusterMember], raft_leader_id: Option<u6
             if Some(m.id) == raft_leader_id {
                 kind.push_str(" (Raft leader)");
             }
-            let mut row = vec![m.id.to_string(), m.address.clone(), kind];
+            let mut row = vec![
+                m.id.to_string(),
+                m.address.clone(),
+                m.peer_address.clone(),
+                kind,
+            ];
             if with_matched {
                 row.push(m.matched_index.map_or("-".to_owned(), |i| i.to_string()));
             }
@@ -80,9 +86,9 @@ pub(crate) fn members_table(members: &[ClusterMember], raft_leader_id: Option<u6
         })
         .collect();
     if with_matched {
-        table(&["ID", "ADDRESS", "KIND", "MATCHED"], &rows)
+        table(&["ID", "ADDRESS", "PEER ADDRESS", "KIND", "MATCHED"], &rows)
     } else {
-        table(&["ID", "ADDRESS", "KIND"], &rows)
+        table(&["ID", "ADDRESS", "PEER ADDRESS", "KIND"], &rows)
     }
 }
 
@@ -682,6 +688,7 @@ mod tests {
         ClusterMember {
             id,
             address: format!("127.0.0.1:700{id}"),
+            peer_address: format!("127.0.0.1:710{id}"),
             kind,
             matched_index: None,
         }
@@ -710,8 +717,8 @@ mod tests {
         assert_eq!(
             value["members"],
             json!([
-                {"id": 1, "address": "127.0.0.1:7001", "kind": "voter"},
-                {"id": 4, "address": "127.0.0.1:7004", "kind": "learner"},
+                {"id": 1, "address": "127.0.0.1:7001", "peer_address": "127.0.0.1:7101", "kind": "voter"},
+                {"id": 4, "address": "127.0.0.1:7004", "peer_address": "127.0.0.1:7104", "kind": "learner"},
             ])
         );
         // One line, as -o json promises.
@@ -753,8 +760,16 @@ mod tests {
             .lines()
             .map(|line| line.split_whitespace().collect())
             .collect();
-        assert_eq!(rows[0], ["ID", "ADDRESS", "KIND", "MATCHED"], "{text}");
-        assert_eq!(rows[2], ["4", "127.0.0.1:7004", "learner", "12"], "{text}");
+        assert_eq!(
+            rows[0],
+            ["ID", "ADDRESS", "PEER", "ADDRESS", "KIND", "MATCHED"],
+            "{text}"
+        );
+        assert_eq!(
+            rows[2],
+            ["4", "127.0.0.1:7004", "127.0.0.1:7104", "learner", "12"],
+            "{text}"
+        );
         assert_eq!(members_json(&members)["members"][1]["matched_index"], 12);
     }
 
@@ -1119,8 +1134,8 @@ mod tests {
         assert_eq!(
             members_json(&members),
             json!({"members": [
-                {"id": 1, "address": "127.0.0.1:7001", "kind": "voter"},
-                {"id": 2, "address": "127.0.0.1:7002", "kind": "voter"},
+                {"id": 1, "address": "127.0.0.1:7001", "peer_address": "127.0.0.1:7101", "kind": "voter"},
+                {"id": 2, "address": "127.0.0.1:7002", "peer_address": "127.0.0.1:7102", "kind": "voter"},
             ]})
         );
     }

@@ -1,4 +1,4 @@
-//! SIGINT and SIGTERM for the long-running subcommands (`watch`, `lock`, `elect`, `presence`,
+//! SIGINT and SIGTERM for `zaris serve` and the long-running subcommands (`watch`, `lock`, `elect`, `presence`,
 //! `lease keepalive`): they stop on either, releasing what they hold, instead of dying mid-way.
 
 use anyhow::{Context, Result};

@@ -39,7 +39,8 @@ pub enum SnapshotCmd {
     #[command(
         after_help = "Example, for member 1 of three (the same file, --initial-cluster and --bump-revision on each;\ncompare the seed each prints):\n  \
         zaris snapshot restore backup.zsnap --node-id 1 --data-dir /var/lib/zaris \\\n      \
-        --initial-cluster 1=zaris-1:7001,2=zaris-2:7001,3=zaris-3:7001 --bump-revision 1000000"
+        --initial-cluster 1=zaris-1:7001/zaris-1:7101,2=zaris-2:7001/zaris-2:7101,3=zaris-3:7001/zaris-3:7101 \\\n      \
+        --bump-revision 1000000"
     )]
     Restore {
         /// The snapshot file.
@@ -50,7 +51,7 @@ pub enum SnapshotCmd {
         /// The data dir to create for it (must not exist, or be empty).
         #[arg(long)]
         data_dir: PathBuf,
-        /// The new cluster's members, `id=host:port,...`, as `zaris serve` takes them. The same
+        /// The new cluster's members, `id=CLIENT/PEER,...`, as `zaris serve` takes them. The same
         /// on every member: members seeded with different lists do not form one cluster.
         #[arg(long)]
         initial_cluster: String,
@@ -162,7 +163,7 @@ async fn restore(
     path: &Path,
     node_id: u64,
     data_dir: &Path,
-    members: &std::collections::BTreeMap<u64, String>,
+    members: &std::collections::BTreeMap<u64, zaris_server::Member>,
     bump_revision: u64,
 ) -> anyhow::Result<()> {
     if !members.contains_key(&node_id) {
@@ -227,10 +228,10 @@ async fn restore(
     Ok(())
 }
 
-fn describe(members: &std::collections::BTreeMap<u64, String>) -> String {
+fn describe(members: &std::collections::BTreeMap<u64, zaris_server::Member>) -> String {
     members
         .iter()
-        .map(|(id, address)| format!("{id}={address}"))
+        .map(|(id, m)| format!("{id}={}/{}", m.addr, m.peer_addr))
         .collect::<Vec<_>>()
         .join(",")
 }

@@ -50,20 +50,24 @@ fn bound(lease: zaris_client::LeaseId) -> PutOptions {
     }
 }
 
-/// Three addresses on 127.0.0.1 with ports the OS chose (bound, then released for the nodes:
-/// the restored membership must name them before the nodes start).
-async fn three_addresses() -> Vec<String> {
+/// The client and peer addresses of three members, on 127.0.0.1 with ports the OS chose (bound,
+/// then released for the nodes: the restored membership must name them before the nodes start).
+async fn three_members() -> Vec<(String, String)> {
     let mut listeners = Vec::new();
-    for _ in 0..3 {
+    for _ in 0..6 {
         listeners.push(
             tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
                 .expect("bind"),
         );
     }
-    listeners
+    let addresses: Vec<String> = listeners
         .iter()
         .map(|l| l.local_addr().expect("addr").to_string())
+        .collect();
+    addresses
+        .chunks(2)
+        .map(|pair| (pair[0].clone(), pair[1].clone()))
         .collect()
 }
 
@@ -173,11 +177,11 @@ async fn a_snapshot_saved_under_writes_restores_a_new_cluster_with_exactly_what_
     assert_eq!(status["locks"], 1);
 
     // The new cluster: three members seeded from the file, on new addresses.
-    let addresses = three_addresses().await;
-    let initial_cluster = addresses
+    let members = three_members().await;
+    let initial_cluster = members
         .iter()
         .enumerate()
-        .map(|(i, address)| format!("{}={address}", i + 1))
+        .map(|(i, (address, peer))| format!("{}={address}/{peer}", i + 1))
         .collect::<Vec<_>>()
         .join(",");
     let bump = BUMP.to_string();
@@ -211,17 +215,18 @@ async fn a_snapshot_saved_under_writes_restores_a_new_cluster_with_exactly_what_
     )
     .await;
     let mut restored_nodes = Vec::new();
-    for (id, address) in (1..=3u64).zip(&addresses) {
+    for (id, (address, peer)) in (1..=3u64).zip(&members) {
         restored_nodes.push(
             start(
                 serve(id, &new_root)
                     .listen(address.parse().expect("address"))
+                    .peer_listen(peer.parse().expect("address"))
                     .args(["--initial-cluster", &initial_cluster]),
             )
             .await,
         );
     }
-    let endpoints: Vec<&str> = addresses.iter().map(String::as_str).collect();
+    let endpoints: Vec<&str> = members.iter().map(|(a, _)| a.as_str()).collect();
     let new = client(&endpoints).await;
 
     // Exactly the snapshot: the ownership state as it was, with its ids, revisions and token...

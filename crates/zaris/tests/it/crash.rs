@@ -102,7 +102,7 @@ async fn ownership_survives_kill_9_of_the_leader() {
 
     // The killed node comes back from its data dir, on its old address, and catches up.
     let victim = nodes.iter().find(|n| n.id() == leader).expect("victim");
-    let restarted = start(serve(leader, root.path()).listen(victim.addr())).await;
+    let restarted = start(serve(leader, root.path()).listen_as(victim)).await;
     let put = after
         .put("after-restart", "1", PutOptions::default())
         .await

@@ -121,7 +121,7 @@ async fn dump_prints_a_killed_nodes_log_and_refuses_a_live_one() {
     assert_eq!(&tail[1..], &entries[from.get() as usize..]);
 
     // Dumping changed nothing the node needs: it restarts with every key.
-    let node = start(serve(1, root.path()).listen(node.addr())).await;
+    let node = start(serve(1, root.path()).listen_as(&node)).await;
     let reader = client(&[node.endpoint()]).await;
     eventually(
         "the keys after restart",

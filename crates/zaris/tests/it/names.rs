@@ -8,7 +8,10 @@ use crate::procs::serve;
 async fn a_malformed_member_name_is_refused_at_start() {
     let root = tempfile::tempdir().expect("tempdir");
     let err = serve(1, root.path())
-        .args(["--initial-cluster", "1=zaris_1:7001,2=zaris-2:7001"])
+        .args([
+            "--initial-cluster",
+            "1=zaris_1:7001/zaris-1:7101,2=zaris-2:7001/zaris-2:7101",
+        ])
         .start()
         .await
         .expect_err("an underscore is not allowed in a host name");
@@ -26,7 +29,7 @@ async fn a_new_cluster_whose_peer_name_never_resolves_fails_its_first_start() {
     let err = serve(1, root.path())
         .args([
             "--initial-cluster",
-            "1=localhost:7001,2=zaris-2.invalid:7001",
+            "1=localhost:7001/localhost:7101,2=zaris-2.invalid:7001/zaris-2.invalid:7101",
             "--resolve-timeout-ms",
             "300",
         ])

@@ -1,0 +1,364 @@
+//! TLS on both listeners, with real handshakes on 127.0.0.1: mutual TLS between peers (a
+//! cluster that elects a leader has talked through it), clients with and without certificates,
+//! certificates from another CA, plaintext against a TLS port, and certificate rotation while a
+//! client keeps a lease alive.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tonic::Code;
+use zaris_client::{Client, ClientOptions, ClientTls, PutOptions};
+use zaris_proto::v1::RaftMessage;
+use zaris_proto::v1::raft_service_client::RaftServiceClient;
+use zaris_server::{NodeConfig, TlsFiles};
+use zaris_testkit::cluster::TestCluster;
+use zaris_testkit::eventually;
+use zaris_testkit::pki::{CertFiles, Pki};
+
+/// Every node's files: `node-{id}` (client listener) and `peer-{id}` (peer listener), signed
+/// by the `cluster` CA; clients' certificates by the `clients` CA.
+struct Certs {
+    dir: PathBuf,
+    cluster: Pki,
+    clients: Pki,
+}
+
+impl Certs {
+    fn new(dir: &Path) -> Certs {
+        let certs = Certs {
+            dir: dir.to_owned(),
+            cluster: Pki::new(dir, "cluster"),
+            clients: Pki::new(dir, "clients"),
+        };
+        for id in 1..=3 {
+            certs
+                .cluster
+                .issue(&format!("node-{id}"), &["127.0.0.1", "localhost"]);
+            certs.cluster.issue(&format!("peer-{id}"), &["127.0.0.1"]);
+        }
+        certs
+    }
+
+    /// Sets each node's TLS files by its id.
+    fn configure(&self) -> impl Fn(&mut NodeConfig) + Send + Sync + 'static {
+        let (dir, cluster_ca, clients_ca) =
+            (self.dir.clone(), self.cluster.ca(), self.clients.ca());
+        move |config: &mut NodeConfig| {
+            let id = config.node_id;
+            config.client_tls = Some(TlsFiles {
+                cert: dir.join(format!("node-{id}.pem")),
+                key: dir.join(format!("node-{id}-key.pem")),
+                ca: Some(clients_ca.clone()),
+            });
+            config.peer_tls = Some(TlsFiles {
+                cert: dir.join(format!("peer-{id}.pem")),
+                key: dir.join(format!("peer-{id}-key.pem")),
+                ca: Some(cluster_ca.clone()),
+            });
+        }
+    }
+
+    fn client_tls(&self, name: &str) -> ClientTls {
+        let CertFiles { cert, key } = self.clients.issue(name, &[name]);
+        ClientTls::from_ca_file(self.cluster.ca())
+            .expect("CA")
+            .with_identity_files(cert, key)
+            .expect("identity")
+    }
+}
+
+fn options(tls: Option<ClientTls>) -> ClientOptions {
+    let options = ClientOptions::default().with_timeout(Duration::from_secs(3));
+    match tls {
+        Some(tls) => options.with_tls(tls),
+        None => options,
+    }
+}
+
+/// The value of a counter with these labels in the process's Prometheus text (0 if absent).
+fn counter(name: &str, label: &str) -> f64 {
+    let text = zaris_server::metrics::prometheus()
+        .map(|handle| handle.render())
+        .unwrap_or_default();
+    text.lines()
+        .find(|line| line.starts_with(name) && line.contains(label))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// A put through a client of `endpoints` with `tls`: its error's text, or None if it succeeded.
+async fn put_error(endpoints: &[String], tls: Option<ClientTls>) -> Option<String> {
+    let client = match Client::lazy(endpoints.iter().map(String::as_str), options(tls)) {
+        Ok(client) => client,
+        Err(err) => return Some(err.to_string()),
+    };
+    client
+        .put("tls/probe", "v", PutOptions::default())
+        .await
+        .err()
+        .map(|err| format!("{err:#}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_need_a_certificate_of_the_client_ca_and_strangers_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certs = Certs::new(dir.path());
+    let mut cluster = TestCluster::start_configured(3, certs.configure()).await;
+    // A leader elected, and entries committed below: the peers speak mutual TLS.
+    let leader = cluster.leader().await;
+    cluster.set_client_options(options(Some(certs.client_tls("tenant-a"))));
+    let endpoints: Vec<String> = (1..=3).map(|id| cluster.address(id)).collect();
+    let client = cluster.client(&[1, 2, 3]).await;
+    let lease = client
+        .grant(Duration::from_secs(60))
+        .await
+        .expect("grant over TLS");
+    let put = client
+        .put("tls/a", "1", PutOptions::default())
+        .await
+        .expect("put over TLS");
+    cluster.wait_applied(put.revision).await;
+
+    let failures_before = counter("zaris_tls_handshake_failures_total", "listener=\"client\"");
+    let no_cert = put_error(
+        &endpoints,
+        Some(ClientTls::from_ca_file(certs.cluster.ca()).expect("CA")),
+    )
+    .await
+    .expect("no client certificate is refused");
+    let rogue = Pki::new(&dir.path().join("rogue"), "rogue");
+    let CertFiles { cert, key } = rogue.issue("mallory", &["mallory"]);
+    let other_ca = put_error(
+        &endpoints,
+        Some(
+            ClientTls::from_ca_file(certs.cluster.ca())
+                .expect("CA")
+                .with_identity_files(cert, key)
+                .expect("identity"),
+        ),
+    )
+    .await
+    .expect("a certificate of another CA is refused");
+    let plaintext = put_error(&endpoints, None)
+        .await
+        .expect("plaintext against the TLS port is refused");
+    // The client side checks the server too: a CA that did not sign the nodes' certificates.
+    let untrusted_server = put_error(
+        &endpoints,
+        Some(ClientTls::from_ca_file(rogue.ca()).expect("CA")),
+    )
+    .await
+    .expect("a server certificate of another CA is refused");
+    for (what, error) in [
+        ("no certificate", &no_cert),
+        ("another CA", &other_ca),
+        ("plaintext", &plaintext),
+        ("untrusted server", &untrusted_server),
+    ] {
+        println!("{what}: {error}");
+        assert!(!error.is_empty(), "{what}");
+    }
+    assert!(
+        untrusted_server.contains("certificate"),
+        "the error says the server's certificate is the trouble: {untrusted_server}"
+    );
+    assert!(
+        counter("zaris_tls_handshake_failures_total", "listener=\"client\"")
+            >= failures_before + 3.0,
+        "every refused handshake is counted"
+    );
+
+    // The node serves on: the good client works, and its lease is there.
+    client
+        .put("tls/after", "2", PutOptions::default())
+        .await
+        .expect("put after the refusals");
+    assert!(
+        client
+            .time_to_live(lease.id, false)
+            .await
+            .expect("ttl")
+            .is_some()
+    );
+    assert_eq!(cluster.leader().await, leader);
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_members_with_a_peer_certificate_reach_the_raft_service() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certs = Certs::new(dir.path());
+    let cluster = TestCluster::start_configured(1, certs.configure()).await;
+    let leader = cluster.leader().await;
+    let peer = format!("https://{}", cluster.peer_addrs[&leader]);
+    let vote = || RaftMessage {
+        cluster_id: zaris_testkit::cluster::config(leader, PathBuf::new()).cluster_id(),
+        payload: Vec::new(),
+    };
+    let dial = |tls: Option<tonic::transport::ClientTlsConfig>| {
+        let peer = peer.clone();
+        async move {
+            let endpoint = tonic::transport::Endpoint::from_shared(match &tls {
+                Some(_) => peer,
+                None => peer.replace("https://", "http://"),
+            })
+            .expect("endpoint")
+            .connect_timeout(Duration::from_secs(2));
+            let endpoint = match tls {
+                Some(tls) => endpoint.tls_config(tls).expect("tls"),
+                None => endpoint,
+            };
+            match endpoint.connect().await {
+                Ok(channel) => RaftServiceClient::new(channel)
+                    .vote(vote())
+                    .await
+                    .map(drop)
+                    .map_err(|status| status.code()),
+                Err(_) => Err(Code::Unavailable),
+            }
+        }
+    };
+    let ca = tonic::transport::Certificate::from_pem(
+        std::fs::read(certs.cluster.ca()).expect("read CA"),
+    );
+    let identity = |files: &CertFiles| {
+        tonic::transport::Identity::from_pem(
+            std::fs::read(&files.cert).expect("cert"),
+            std::fs::read(&files.key).expect("key"),
+        )
+    };
+    let trusting = || {
+        tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(ca.clone())
+            .domain_name("127.0.0.1")
+    };
+    // Plaintext, TLS without a certificate, a client certificate (another CA): all refused
+    // before they reach the Raft service (which would answer INVALID_ARGUMENT).
+    let client_cert = certs.clients.issue("tenant-b", &["tenant-b"]);
+    for (what, refused) in [
+        ("plaintext", dial(None).await),
+        ("no certificate", dial(Some(trusting())).await),
+        (
+            "a client certificate",
+            dial(Some(trusting().identity(identity(&client_cert)))).await,
+        ),
+    ] {
+        assert!(
+            matches!(refused, Err(code) if code != Code::InvalidArgument),
+            "{what}: {refused:?}"
+        );
+    }
+    // A member's peer certificate gets through to the Raft service (which refuses an empty
+    // vote as malformed).
+    let member = CertFiles {
+        cert: certs.dir.join("peer-2.pem"),
+        key: certs.dir.join("peer-2-key.pem"),
+    };
+    assert_eq!(
+        dial(Some(trusting().identity(identity(&member)))).await,
+        Err(Code::InvalidArgument)
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificates_rotate_while_a_client_holds_a_lease() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certs = Certs::new(dir.path());
+    let mut cluster = TestCluster::start_configured(3, certs.configure()).await;
+    cluster.leader().await;
+    let client_files = certs.clients.issue("tenant-a", &["tenant-a"]);
+    let next = Pki::new(&dir.path().join("next"), "next");
+    // The client trusts the old and the new CA, as during any rotation.
+    let bundle = dir.path().join("bundle.pem");
+    let both = [
+        std::fs::read(certs.cluster.ca()).expect("old CA"),
+        std::fs::read(next.ca()).expect("new CA"),
+    ]
+    .concat();
+    std::fs::write(&bundle, &both).expect("bundle");
+    let tls = ClientTls::from_ca_file(&bundle)
+        .expect("CA")
+        .with_identity_files(&client_files.cert, &client_files.key)
+        .expect("identity");
+    cluster.set_client_options(options(Some(tls)));
+    let client = cluster.client(&[1, 2, 3]).await;
+    let lease = client.lease(Duration::from_secs(2)).await.expect("lease");
+
+    // Step 1: every node trusts both CAs for peers. Step 2: every node's certificates are
+    // replaced by ones of the new CA. The files change in place; the nodes notice by themselves
+    // (they also reload on SIGHUP: `NodeHandle::reload_tls`).
+    std::fs::write(certs.cluster.ca(), &both).expect("peer CA bundle");
+    for id in 1..=3u64 {
+        cluster.node(id).reload_tls();
+    }
+    for id in 1..=3u64 {
+        let node = next.issue(&format!("node-{id}"), &["127.0.0.1", "localhost"]);
+        let peer = next.issue(&format!("peer-{id}"), &["127.0.0.1"]);
+        for (from, to) in [
+            (node.cert, format!("node-{id}.pem")),
+            (node.key, format!("node-{id}-key.pem")),
+            (peer.cert, format!("peer-{id}.pem")),
+            (peer.key, format!("peer-{id}-key.pem")),
+        ] {
+            let tmp = certs.dir.join(format!("{to}.tmp"));
+            std::fs::copy(&from, &tmp).expect("copy");
+            std::fs::rename(&tmp, certs.dir.join(&to)).expect("rename");
+        }
+    }
+    for id in 1..=3u64 {
+        cluster.node(id).reload_tls();
+    }
+    // New connections get the new certificates: a client that trusts only the new CA gets in.
+    let only_new = ClientTls::from_ca_file(next.ca())
+        .expect("CA")
+        .with_identity_files(&client_files.cert, &client_files.key)
+        .expect("identity");
+    let endpoints: Vec<String> = (1..=3).map(|id| cluster.address(id)).collect();
+    eventually(
+        "the new certificates served",
+        Duration::from_secs(20),
+        || {
+            let (endpoints, only_new) = (endpoints.clone(), only_new.clone());
+            async move {
+                put_error(&endpoints, Some(only_new))
+                    .await
+                    .is_none()
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    // A node restarted now dials and is dialed with the new peer certificates only.
+    let leader = cluster.leader().await;
+    let follower = cluster.followers(leader)[0];
+    cluster.stop(follower).await;
+    cluster.restart(follower).await;
+    let put = client
+        .put("after/rotation", "1", PutOptions::default())
+        .await
+        .expect("put after rotation");
+    cluster.wait_applied(put.revision).await;
+
+    // The lease lived through it all: renewed every TTL/3 over the old connections and new.
+    assert!(lease.is_valid(), "{:?}", lease.state());
+    let info = client
+        .time_to_live(lease.id(), false)
+        .await
+        .expect("ttl")
+        .expect("the lease is alive");
+    assert!(info.remaining_ttl > Duration::ZERO, "{info:?}");
+    let reloads: f64 = zaris_server::metrics::prometheus()
+        .map(|handle| handle.render())
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| {
+            line.starts_with("zaris_tls_reloads_total") && line.contains("result=\"ok\"")
+        })
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    // At least the last forced reload of both listeners on all three nodes.
+    assert!(reloads >= 6.0, "the reloads are counted: {reloads}");
+    cluster.shutdown().await;
+}
