@@ -4,6 +4,7 @@
 //! `cargo run --release -p zaris-bench -- --zaris target/release/zaris`.
 
 mod memory;
+mod tls;
 mod workloads;
 
 use std::path::PathBuf;
@@ -14,13 +15,13 @@ use zaris_client::{Client, ClientOptions};
 use zaris_testkit::{Serve, grow_cluster};
 
 /// How long a node may take to start.
-const READY_TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(20);
 /// The workloads' end-to-end bound per call.
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Parser, Debug)]
 #[command(about = "Load figures for a local 3-node Zaris cluster")]
-struct Args {
+pub(crate) struct Args {
     /// The `zaris` binary to run (build it with `cargo build --release -p zaris`).
     #[arg(long, default_value = "target/release/zaris")]
     zaris: PathBuf,
@@ -45,6 +46,10 @@ struct Args {
     /// Skip the cluster workloads (memory only).
     #[arg(long)]
     memory_only: bool,
+    /// Instead of the workloads, measure what TLS costs: grants and puts on a plaintext cluster,
+    /// then on one with mutual TLS for clients and peers, in the same run.
+    #[arg(long)]
+    tls_overhead: bool,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -57,6 +62,9 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    if args.tls_overhead {
+        return runtime.block_on(tls::overhead(&args));
+    }
     runtime.block_on(async {
         let root = tempfile::tempdir()?;
         // Node logs stay in the temporary directory: the figures are what this prints.

@@ -50,7 +50,8 @@ fn rate(count: u64, duration: Duration) -> f64 {
     count as f64 / duration.as_secs_f64()
 }
 
-pub async fn grants(client: &Client, clients: usize, duration: Duration) -> anyhow::Result<()> {
+/// Grants per second, printed and returned.
+pub async fn grants(client: &Client, clients: usize, duration: Duration) -> anyhow::Result<f64> {
     let (done, failed) = closed_loop(client, clients, duration, |client, _| async move {
         client.grant(Duration::from_secs(60)).await.is_ok()
     })
@@ -59,14 +60,15 @@ pub async fn grants(client: &Client, clients: usize, duration: Duration) -> anyh
         "grants: {:.0}/s ({clients} clients, {done} granted, {failed} failed)",
         rate(done, duration)
     );
-    Ok(())
+    Ok(rate(done, duration))
 }
 
+/// Puts (64-byte values bound to one lease) per second, printed and returned.
 pub async fn puts_with_lease(
     client: &Client,
     clients: usize,
     duration: Duration,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<f64> {
     let lease = client.grant(Duration::from_secs(600)).await?.id;
     let (done, failed) = closed_loop(client, clients, duration, move |client, n| async move {
         let options = PutOptions {
@@ -83,7 +85,7 @@ pub async fn puts_with_lease(
         "puts with a lease: {:.0}/s ({clients} clients, {done} put, {failed} failed)",
         rate(done, duration)
     );
-    Ok(())
+    Ok(rate(done, duration))
 }
 
 /// `leases` leases renewed continuously by 16 clients, each sending batches of its share.

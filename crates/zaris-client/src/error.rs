@@ -220,6 +220,9 @@ pub struct RpcError {
     /// The status came from the transport (an h2 or hyper error, a connection that broke), not
     /// from a server's answer.
     transport: bool,
+    /// The TLS session failed (a certificate refused by either side): nothing reached the
+    /// server's services.
+    tls_failure: bool,
 }
 
 impl RpcError {
@@ -229,6 +232,7 @@ impl RpcError {
     /// connect is definite: the request was never sent.
     pub fn from_status(status: &Status, endpoint: impl Into<String>) -> Self {
         let mut connect_failure = false;
+        let mut tls_failure = false;
         let mut io_kind = None;
         let mut cause = None;
         let mut source: Option<&(dyn StdError + 'static)> = status.source();
@@ -238,13 +242,23 @@ impl RpcError {
             }
             if let Some(io_err) = err.downcast_ref::<io::Error>() {
                 io_kind = Some(io_err.kind());
+                // An I/O error's `source` skips the error it wraps: look at it directly.
+                if io_err
+                    .get_ref()
+                    .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+                {
+                    tls_failure = true;
+                }
+            }
+            if err.downcast_ref::<rustls::Error>().is_some() {
+                tls_failure = true;
             }
             cause = Some(err.to_string());
             source = err.source();
         }
         let detail = zaris_proto::detail(status);
         let transport = status.source().is_some() && detail.is_none();
-        let outcome = if connect_failure && detail.is_none() {
+        let outcome = if (connect_failure || tls_failure) && detail.is_none() {
             Outcome::Definite
         } else {
             zaris_proto::outcome(status)
@@ -259,6 +273,7 @@ impl RpcError {
             io_kind,
             connect_failure,
             transport,
+            tls_failure,
         }
     }
 
@@ -275,6 +290,7 @@ impl RpcError {
             io_kind: None,
             connect_failure: false,
             transport: true,
+            tls_failure: false,
         }
     }
 
@@ -321,6 +337,12 @@ impl RpcError {
         self.connect_failure
     }
 
+    /// True if the TLS session failed: one side refused the other's certificate (the request
+    /// reached no service).
+    pub fn is_tls_failure(&self) -> bool {
+        self.tls_failure
+    }
+
     /// True if the transport produced this status (a connection that could not be made or
     /// broke, an h2 protocol error), not a server: another member may well answer.
     pub fn is_transport_failure(&self) -> bool {
@@ -364,6 +386,19 @@ impl fmt::Display for RpcError {
             && !self.message.contains(cause.as_str())
         {
             write!(f, ": {cause}")?;
+        }
+        if self.tls_failure {
+            f.write_str(
+                " [TLS refused: check that --cacert names the CA of the servers' certificates \
+                 and --cert/--key one of the client CA's]",
+            )?;
+        } else if self
+            .cause
+            .as_deref()
+            .is_some_and(|c| c.contains("frame with invalid size"))
+        {
+            // What HTTP/2 makes of a TLS server's first bytes.
+            f.write_str(" [does the server require TLS? give --cacert]")?;
         }
         match self.error_code() {
             Some(code) => write!(f, " ({}", code.as_str_name())?,

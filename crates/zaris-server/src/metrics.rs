@@ -49,6 +49,9 @@ pub const PEER_MESSAGES_REFUSED: &str = "zaris_peer_messages_refused_total";
 /// TLS handshakes that failed on a listener, by `listener` (`client`, `peer`): plaintext, a
 /// certificate from another CA, none where one is required.
 pub const TLS_HANDSHAKE_FAILURES: &str = "zaris_tls_handshake_failures_total";
+/// Calls refused with UNAUTHENTICATED where the client listener requires a client certificate,
+/// by `reason`: `missing` (none), `invalid` (not signed by the client CA, expired, ...).
+pub const CALLS_WITHOUT_CLIENT_CERT: &str = "zaris_client_certificates_refused_total";
 /// Reloads of a listener's certificate files, by `listener` and `result` (`ok`, `error`: the
 /// previous files stay in use).
 pub const TLS_RELOADS: &str = "zaris_tls_reloads_total";

@@ -11,6 +11,7 @@ use openraft::errors::{InitializeError, RaftError};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tonic::service::interceptor::InterceptedService;
 use tracing::{info, warn};
 use zaris_core::{DurationMs, Lessor};
 use zaris_proto::v1::cluster_server::ClusterServer;
@@ -34,7 +35,7 @@ use crate::services::raft::RaftPeerService;
 use crate::services::{
     ClusterService, KvService, LeaseService, LockService, NodeContext, WatchService,
 };
-use crate::tls::TlsSource;
+use crate::tls::{ClientCertCheck, TlsSource};
 use crate::watch::WatchHub;
 use crate::{http, metrics as m};
 
@@ -140,13 +141,13 @@ impl Node {
         let client_tls = config
             .client_tls
             .clone()
-            .map(|files| TlsSource::load("client", files).context("client TLS"))
+            .map(|files| TlsSource::client(files).context("client TLS"))
             .transpose()?
             .map(Arc::new);
         let peer_tls = config
             .peer_tls
             .clone()
-            .map(|files| TlsSource::load("peer", files).context("peer TLS"))
+            .map(|files| TlsSource::peer(files).context("peer TLS"))
             .transpose()?
             .map(Arc::new);
         // Bind everything first: a failure here leaves nothing running.
@@ -256,31 +257,39 @@ impl Node {
                 .max_decoding_message_size(MAX_RAFT_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES),
         );
+        // Every client service, and only through this check: with a client CA, a connection
+        // without a certificate gets UNAUTHENTICATED on every call.
+        let cert_check = ClientCertCheck::new(client_tls.clone());
         let client_server = tonic::transport::Server::builder()
-            .add_service(
+            .add_service(InterceptedService::new(
                 KvServer::new(KvService(context.clone()))
                     .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES)
                     .max_encoding_message_size(MAX_CLIENT_RESPONSE_BYTES),
-            )
-            .add_service(
+                cert_check.clone(),
+            ))
+            .add_service(InterceptedService::new(
                 LeaseServer::new(LeaseService(context.clone()))
                     .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES),
-            )
-            .add_service(
+                cert_check.clone(),
+            ))
+            .add_service(InterceptedService::new(
                 LockServer::new(LockService(context.clone()))
                     .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES),
-            )
-            .add_service(
+                cert_check.clone(),
+            ))
+            .add_service(InterceptedService::new(
                 ClusterServer::new(ClusterService::new(context.clone()))
                     .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES),
-            )
-            .add_service(
+                cert_check.clone(),
+            ))
+            .add_service(InterceptedService::new(
                 // Responses hold whole revisions, and one revision (a prefix delete, a large
                 // expiry) may exceed the usual response size: allow what a Range may send.
                 WatchServer::new(WatchService(context.clone()))
                     .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES)
                     .max_encoding_message_size(MAX_CLIENT_RESPONSE_BYTES),
-            );
+                cert_check.clone(),
+            ));
         for (what, server, listener, tls) in [
             ("peer", peer_server, listeners.peer, &peer_tls),
             ("client", client_server, listeners.client, &client_tls),

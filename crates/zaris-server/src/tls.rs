@@ -4,7 +4,11 @@
 //! the certificate they started with, as in etcd.
 //!
 //! - Client listener: server certificate and key; with a client CA, every client must present a
-//!   certificate it signed (mutual TLS).
+//!   certificate it signed (mutual TLS). The handshake checks only that the client holds the
+//!   key of the certificate it presents (if any); the chain is checked on every call
+//!   ([`ClientCertCheck`], cached per certificate), which refuses a missing or foreign
+//!   certificate with UNAUTHENTICATED and says why, where a failed handshake shows the client
+//!   only a closed connection.
 //! - Peer listener: always mutual. A node presents its peer certificate both when it accepts and
 //!   when it dials, and checks the other side's against the cluster's peer CA; a dialing node
 //!   also checks that the certificate names the member's peer host (standard server-name
@@ -22,9 +26,15 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, bail};
 use rustls::RootCertStore;
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::pki_types::UnixTime;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
+use std::collections::HashMap;
+use std::time::Instant;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
@@ -43,6 +53,10 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_CONCURRENT_HANDSHAKES: usize = 256;
 /// Largest certificate, key or CA file read, in bytes.
 const MAX_PEM_BYTES: u64 = 1024 * 1024;
+/// How long a client certificate chain's check is reused (expiry is seen this late at most).
+const CHAIN_CHECK_CACHE_TTL: Duration = Duration::from_secs(60);
+/// Most chain checks cached; the cache starts over when full.
+const MAX_CHAIN_CHECKS_CACHED: usize = 4096;
 /// Failed handshakes are logged at most this often per listener (all are counted).
 const HANDSHAKE_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -71,6 +85,8 @@ impl TlsFiles {
 #[derive(Clone)]
 struct Material {
     server: Arc<rustls::ServerConfig>,
+    /// The client listener's chain check ([`ClientCertCheck`]), when it has a client CA.
+    client_chain: Option<Arc<dyn ClientCertVerifier>>,
     /// For dialing peers: the same certificate and key as a client identity, and the CA.
     cert_pem: Vec<u8>,
     key_pem: Vec<u8>,
@@ -80,15 +96,23 @@ struct Material {
 /// What the files looked like when last read: a change to any of them triggers a reload.
 type Stamp = Vec<Option<(SystemTime, u64)>>;
 
+/// A cached chain check: the TLS generation and time it was made in, and its outcome.
+type ChainCheck = (u64, Instant, Result<(), String>);
+
 /// One listener's TLS material, reloadable.
 pub struct TlsSource {
     /// `client` or `peer`, for logs and metrics.
     listener: &'static str,
+    /// Let clients without a certificate finish the handshake (the client listener: its calls
+    /// refuse them, [`ClientCertCheck`]); a certificate, if sent, must still be valid.
+    defer_missing_cert: bool,
     files: TlsFiles,
     current: RwLock<Material>,
     stamp: Mutex<Stamp>,
     /// Bumped by every successful reload (dialers rebuild their connections' settings).
     generation: AtomicU64,
+    /// Outcomes of recent chain checks, by SHA-256 of the chain: (generation, when, outcome).
+    checked: Mutex<HashMap<[u8; 32], ChainCheck>>,
 }
 
 impl std::fmt::Debug for TlsSource {
@@ -102,17 +126,69 @@ impl std::fmt::Debug for TlsSource {
 }
 
 impl TlsSource {
-    /// Reads the files; an error says which file and what is wrong with it.
-    pub fn load(listener: &'static str, files: TlsFiles) -> anyhow::Result<TlsSource> {
+    /// Reads the client listener's files; an error says which file and what is wrong with it.
+    pub fn client(files: TlsFiles) -> anyhow::Result<TlsSource> {
+        Self::load("client", files, true)
+    }
+
+    /// Reads the peer listener's files (mutual TLS, a certificate always required).
+    pub fn peer(files: TlsFiles) -> anyhow::Result<TlsSource> {
+        Self::load("peer", files, false)
+    }
+
+    fn load(
+        listener: &'static str,
+        files: TlsFiles,
+        defer_missing_cert: bool,
+    ) -> anyhow::Result<TlsSource> {
         let stamp = stamp(&files);
-        let material = read_material(&files)?;
+        let material = read_material(&files, defer_missing_cert)?;
         Ok(TlsSource {
             listener,
+            defer_missing_cert,
             files,
             current: RwLock::new(material),
             stamp: Mutex::new(stamp),
             generation: AtomicU64::new(0),
+            checked: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Checks a client's certificate chain against the current client CA (cached for
+    /// [`CHAIN_CHECK_CACHE_TTL`] per chain and generation). `Ok` if no client CA is set.
+    fn check_client_chain(&self, chain: &[CertificateDer<'static>]) -> Result<(), String> {
+        let material = self.material();
+        let Some(verifier) = material.client_chain else {
+            return Ok(());
+        };
+        let Some((end_entity, intermediates)) = chain.split_first() else {
+            return Err("no certificate".to_owned());
+        };
+        // Each certificate with its length, so two chains never hash the same bytes.
+        let mut bytes = Vec::new();
+        for cert in chain {
+            bytes.extend_from_slice(&(cert.len() as u64).to_le_bytes());
+            bytes.extend_from_slice(cert);
+        }
+        let digest = zaris_core::codec::bytes_digest(&bytes).0;
+        let generation = self.generation();
+        let now = Instant::now();
+        let mut checked = self.checked.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((made_in, at, outcome)) = checked.get(&digest)
+            && *made_in == generation
+            && now.duration_since(*at) < CHAIN_CHECK_CACHE_TTL
+        {
+            return outcome.clone();
+        }
+        let outcome = verifier
+            .verify_client_cert(end_entity, intermediates, UnixTime::now())
+            .map(drop)
+            .map_err(|e| e.to_string());
+        if checked.len() >= MAX_CHAIN_CHECKS_CACHED {
+            checked.clear();
+        }
+        checked.insert(digest, (generation, now, outcome.clone()));
+        outcome
     }
 
     fn material(&self) -> Material {
@@ -161,7 +237,7 @@ impl TlsSource {
             // its next change is tried again.
             *last = now;
         }
-        match read_material(&self.files) {
+        match read_material(&self.files, self.defer_missing_cert) {
             Ok(material) => {
                 *self.current.write().unwrap_or_else(|p| p.into_inner()) = material;
                 self.generation.fetch_add(1, Ordering::AcqRel);
@@ -227,7 +303,7 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn read_material(files: &TlsFiles) -> anyhow::Result<Material> {
+fn read_material(files: &TlsFiles, defer_missing_cert: bool) -> anyhow::Result<Material> {
     let cert_pem = read_pem("certificate", &files.cert)?;
     let key_pem = read_pem("key", &files.key)?;
     let certs = parse_certs("certificate", &files.cert, &cert_pem)?;
@@ -247,18 +323,31 @@ fn read_material(files: &TlsFiles) -> anyhow::Result<Material> {
                     format!("the CA certificate {} is not usable", path.display())
                 })?;
             }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+            let mut verifier =
+                WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider());
+            if defer_missing_cert {
+                verifier = verifier.allow_unauthenticated();
+            }
+            let verifier = verifier
                 .build()
                 .with_context(|| format!("the CA certificate {} is not usable", path.display()))?;
-            (Some(pem), Some(verifier))
+            let handshake: Arc<dyn ClientCertVerifier> = if defer_missing_cert {
+                Arc::new(ChainCheckedPerCall(verifier.clone()))
+            } else {
+                verifier.clone()
+            };
+            (Some(pem), Some((handshake, verifier)))
         }
     };
     let builder = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .context("TLS protocol versions")?;
-    let builder = match verifier {
-        Some(verifier) => builder.with_client_cert_verifier(verifier),
-        None => builder.with_no_client_auth(),
+    let (builder, client_chain) = match verifier {
+        Some((handshake, chain)) => (
+            builder.with_client_cert_verifier(handshake),
+            defer_missing_cert.then_some(chain),
+        ),
+        None => (builder.with_no_client_auth(), None),
     };
     let mut server = builder.with_single_cert(certs, key).with_context(|| {
         format!(
@@ -271,10 +360,104 @@ fn read_material(files: &TlsFiles) -> anyhow::Result<Material> {
     server.alpn_protocols = vec![b"h2".to_vec()];
     Ok(Material {
         server: Arc::new(server),
+        client_chain,
         cert_pem,
         key_pem,
         ca_pem,
     })
+}
+
+/// The client listener's handshake verifier when it has a client CA: it admits a client
+/// without a certificate, and checks of a presented one only that the client holds its key;
+/// [`ClientCertCheck`] checks the chain on every call.
+#[derive(Debug)]
+struct ChainCheckedPerCall(Arc<dyn ClientCertVerifier>);
+
+impl ClientCertVerifier for ChainCheckedPerCall {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.0.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        // Checked per call, against the CA current then (ClientCertCheck).
+        Ok(ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+/// Refuses every call whose connection has no client certificate, or one the client CA did not
+/// sign, where the client listener has a client CA. Wraps every client service: the handshake
+/// lets such a client in only so that it hears why it is refused (UNAUTHENTICATED, definite).
+#[derive(Clone, Debug)]
+pub struct ClientCertCheck {
+    /// The client listener's TLS, when it has a client CA.
+    source: Option<Arc<TlsSource>>,
+}
+
+impl ClientCertCheck {
+    /// Checks against `source`'s client CA; with none (or no TLS), lets every call through.
+    pub fn new(source: Option<Arc<TlsSource>>) -> Self {
+        ClientCertCheck {
+            source: source.filter(|s| s.files.ca.is_some()),
+        }
+    }
+}
+
+impl tonic::service::Interceptor for ClientCertCheck {
+    fn call(&mut self, request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        let Some(source) = &self.source else {
+            return Ok(request);
+        };
+        let Some(chain) = request.peer_certs().filter(|certs| !certs.is_empty()) else {
+            metrics::counter!(m::CALLS_WITHOUT_CLIENT_CERT, "reason" => "missing").increment(1);
+            return Err(tonic::Status::unauthenticated(
+                "this cluster requires a client certificate signed by its client CA; give one \
+                 with --cert and --key (ZARIS_CERT, ZARIS_KEY, or ClientTls::with_identity)",
+            ));
+        };
+        if let Err(why) = source.check_client_chain(&chain) {
+            metrics::counter!(m::CALLS_WITHOUT_CLIENT_CERT, "reason" => "invalid").increment(1);
+            return Err(tonic::Status::unauthenticated(format!(
+                "client certificate refused: {why}; it must be signed by this cluster's client \
+                 CA (--cert and --key)"
+            )));
+        }
+        Ok(request)
+    }
 }
 
 /// Checks the files every [`RELOAD_CHECK_INTERVAL`], and whenever `now` is notified (SIGHUP),

@@ -14,5 +14,5 @@ pub mod pki;
 pub mod serve;
 pub mod wait;
 
-pub use serve::{Serve, ServeProcess, grow_cluster};
+pub use serve::{Serve, ServeProcess, grow_cluster, grow_cluster_with};
 pub use wait::{eventually, try_eventually};

@@ -376,8 +376,18 @@ pub fn log_tail(path: &Path, lines: usize) -> String {
 /// with `--join` and are added (and promoted) by `member add`. `serve` describes node `id`; the
 /// `--join` is added here.
 pub async fn grow_cluster(size: u64, serve: impl Fn(u64) -> Serve) -> Result<Vec<ServeProcess>> {
+    grow_cluster_with(size, ClientOptions::default(), serve).await
+}
+
+/// [`grow_cluster`], with the membership calls made by a client with `options` (TLS settings,
+/// say; its timeout is raised for the catch-up `member add` waits for).
+pub async fn grow_cluster_with(
+    size: u64,
+    options: ClientOptions,
+    serve: impl Fn(u64) -> Serve,
+) -> Result<Vec<ServeProcess>> {
     let first = serve(1).start().await?;
-    let options = ClientOptions::default().with_timeout(MEMBERSHIP_TIMEOUT);
+    let options = options.with_timeout(MEMBERSHIP_TIMEOUT);
     let admin = Client::connect_with([first.endpoint().to_owned()], options)
         .await
         .context("connecting to node 1")?;

@@ -160,13 +160,69 @@ async fn clients_need_a_certificate_of_the_client_ca_and_strangers_are_refused()
         assert!(!error.is_empty(), "{what}");
     }
     assert!(
-        untrusted_server.contains("certificate"),
-        "the error says the server's certificate is the trouble: {untrusted_server}"
+        untrusted_server.contains("certificate")
+            && untrusted_server.contains("TLS refused")
+            && untrusted_server.contains("definite"),
+        "the error says the server's certificate is the trouble, and that nothing was sent: \
+         {untrusted_server}"
+    );
+    // No certificate, or one of another CA: a clear, definite UNAUTHENTICATED on every
+    // service.
+    assert!(
+        no_cert.contains("requires a client certificate") && no_cert.contains("definite"),
+        "{no_cert}"
     );
     assert!(
-        counter("zaris_tls_handshake_failures_total", "listener=\"client\"")
-            >= failures_before + 3.0,
-        "every refused handshake is counted"
+        other_ca.contains("client certificate refused")
+            && other_ca.contains("UnknownIssuer")
+            && other_ca.contains("definite"),
+        "{other_ca}"
+    );
+    let anonymous = Client::lazy(
+        endpoints.iter().map(String::as_str),
+        options(Some(
+            ClientTls::from_ca_file(certs.cluster.ca()).expect("CA"),
+        )),
+    )
+    .expect("client");
+    let refusals = [
+        anonymous.status().await.map(drop).err(),
+        anonymous
+            .grant(Duration::from_secs(5))
+            .await
+            .map(drop)
+            .err(),
+        anonymous.get("tls/a").await.map(drop).err(),
+        anonymous
+            .leases(zaris_client::LeaseId::new(0), 10)
+            .await
+            .map(drop)
+            .err(),
+    ];
+    for refused in refusals {
+        let refused = refused.expect("refused");
+        assert_eq!(
+            refused.rpc().map(|rpc| rpc.code()),
+            Some(Code::Unauthenticated),
+            "{refused}"
+        );
+    }
+    // Plaintext fails the handshake itself.
+    assert!(
+        counter("zaris_tls_handshake_failures_total", "listener=\"client\"") > failures_before,
+        "a refused handshake is counted"
+    );
+    assert!(
+        counter(
+            "zaris_client_certificates_refused_total",
+            "reason=\"missing\""
+        ) >= 5.0
+    );
+    assert!(
+        counter(
+            "zaris_client_certificates_refused_total",
+            "reason=\"invalid\""
+        ) >= 1.0
     );
 
     // The node serves on: the good client works, and its lease is there.
