@@ -16,3 +16,15 @@ mod peer;
 mod proxy;
 mod tls;
 mod watch;
+
+/// The sum of a counter's series whose labels contain `label`, in this process's Prometheus
+/// text (0 if there is none).
+pub fn counter(name: &str, label: &str) -> f64 {
+    let text = zaris_server::metrics::prometheus()
+        .map(|handle| handle.render())
+        .unwrap_or_default();
+    text.lines()
+        .filter(|line| line.starts_with(name) && line.contains(label))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}

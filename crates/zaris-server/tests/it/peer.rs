@@ -10,17 +10,7 @@ use zaris_proto::v1::raft_service_client::RaftServiceClient;
 use zaris_server::MAX_RAFT_MESSAGE_BYTES;
 use zaris_testkit::cluster::TestCluster;
 
-/// The value of a counter with these labels in the process's Prometheus text (0 if absent).
-fn counter(name: &str, label: &str) -> f64 {
-    let text = zaris_server::metrics::prometheus()
-        .map(|handle| handle.render())
-        .unwrap_or_default();
-    text.lines()
-        .find(|line| line.starts_with(name) && line.contains(label))
-        .and_then(|line| line.rsplit(' ').next())
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(0.0)
-}
+use crate::counter;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_behind_by_more_than_a_message_catches_up_from_the_log() {

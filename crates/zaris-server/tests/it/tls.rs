@@ -15,6 +15,8 @@ use zaris_testkit::cluster::TestCluster;
 use zaris_testkit::eventually;
 use zaris_testkit::pki::{CertFiles, Pki};
 
+use crate::counter;
+
 /// Every node's files: `node-{id}` (client listener) and `peer-{id}` (peer listener), signed
 /// by the `cluster` CA; clients' certificates by the `clients` CA.
 struct Certs {
@@ -73,18 +75,6 @@ fn options(tls: Option<ClientTls>) -> ClientOptions {
         Some(tls) => options.with_tls(tls),
         None => options,
     }
-}
-
-/// The value of a counter with these labels in the process's Prometheus text (0 if absent).
-fn counter(name: &str, label: &str) -> f64 {
-    let text = zaris_server::metrics::prometheus()
-        .map(|handle| handle.render())
-        .unwrap_or_default();
-    text.lines()
-        .find(|line| line.starts_with(name) && line.contains(label))
-        .and_then(|line| line.rsplit(' ').next())
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(0.0)
 }
 
 /// A put through a client of `endpoints` with `tls`: its error's text, or None if it succeeded.
@@ -405,15 +395,7 @@ async fn certificates_rotate_while_a_client_holds_a_lease() {
         .expect("ttl")
         .expect("the lease is alive");
     assert!(info.remaining_ttl > Duration::ZERO, "{info:?}");
-    let reloads: f64 = zaris_server::metrics::prometheus()
-        .map(|handle| handle.render())
-        .unwrap_or_default()
-        .lines()
-        .filter(|line| {
-            line.starts_with("zaris_tls_reloads_total") && line.contains("result=\"ok\"")
-        })
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
+    let reloads = counter("zaris_tls_reloads_total", "result=\"ok\"");
     // At least the last forced reload of both listeners on all three nodes.
     assert!(reloads >= 6.0, "the reloads are counted: {reloads}");
     cluster.shutdown().await;
