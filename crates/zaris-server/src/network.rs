@@ -163,16 +163,16 @@ impl NetworkFactory {
         self.faults.peer_addr(target, &node.peer_addr)
     }
 
-    /// A channel to `addr`, whose certificate must name `host` (with TLS).
-    fn channel(&self, addr: &str, host: &str) -> Option<Channel> {
+    /// A channel to `dial.0`, whose certificate must name `dial.1` (with TLS).
+    fn channel(&self, dial: &(String, String)) -> Option<Channel> {
         let generation = self.tls.as_ref().map_or(0, |tls| tls.generation());
-        let key = (addr.to_owned(), host.to_owned());
         let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((made_with, channel)) = channels.get(&key)
+        if let Some((made_with, channel)) = channels.get(dial)
             && *made_with == generation
         {
             return Some(channel.clone());
         }
+        let (addr, host) = dial;
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
             .ok()?
@@ -182,7 +182,7 @@ impl NetworkFactory {
             endpoint = endpoint.tls_config(tls.client_config(host)).ok()?;
         }
         let channel = endpoint.connect_lazy();
-        channels.insert(key, (generation, channel.clone()));
+        channels.insert(dial.clone(), (generation, channel.clone()));
         Some(channel)
     }
 }
@@ -194,11 +194,8 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
         let host = crate::address::host(&node.peer_addr).to_owned();
         PeerClient {
             target,
-            cluster_id: self.cluster_id,
-            append_timeout_floor: self.append_timeout_floor,
             dial: (self.peer_addr(target, node).to_owned(), host),
             factory: self.clone(),
-            peer_log: self.peer_log.clone(),
         }
     }
 }
@@ -207,14 +204,12 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
 #[derive(Debug)]
 pub struct PeerClient {
     target: u64,
-    cluster_id: u64,
-    append_timeout_floor: Duration,
     /// The address dialed, and the name the peer's certificate must carry.
     dial: (String, String),
-    /// Channels come from the factory at every call: reloaded TLS files apply to this peer's
-    /// next connection (openraft keeps a client per peer for as long as it likes).
+    /// The cluster id, timeouts and peer log; and the channels, taken at every call so that
+    /// reloaded TLS files apply to this peer's next connection (openraft keeps a client per
+    /// peer for as long as it likes).
     factory: NetworkFactory,
-    peer_log: Arc<Mutex<PeerLog>>,
 }
 
 fn unreachable(message: String) -> RpcError {
@@ -259,11 +254,12 @@ enum Rpc {
 impl PeerClient {
     /// Fails as unreachable when the peer's address does not parse.
     fn client(&self) -> Result<RaftServiceClient<Channel>, RpcError> {
-        let (addr, host) = &self.dial;
-        let channel = self
-            .factory
-            .channel(addr, host)
-            .ok_or_else(|| unreachable(format!("node {}: invalid address {addr}", self.target)))?;
+        let channel = self.factory.channel(&self.dial).ok_or_else(|| {
+            unreachable(format!(
+                "node {}: invalid address {}",
+                self.target, self.dial.0
+            ))
+        })?;
         Ok(RaftServiceClient::new(channel)
             .max_decoding_message_size(MAX_RAFT_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES))
@@ -272,7 +268,11 @@ impl PeerClient {
     /// Logs the outcome of an RPC to this peer (rate-limited, see [`PeerLog`]).
     fn note<T>(&self, result: &Result<T, RpcError>) {
         let now = Instant::now();
-        let mut log = self.peer_log.lock().unwrap_or_else(|p| p.into_inner());
+        let mut log = self
+            .factory
+            .peer_log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         match result {
             Ok(_) => {
                 if let Some(down) = log.succeeded(self.target, now) {
@@ -322,7 +322,7 @@ impl PeerClient {
     ) -> Result<Resp, RpcError> {
         let mut client = self.client()?;
         let message = RaftMessage {
-            cluster_id: self.cluster_id,
+            cluster_id: self.factory.cluster_id,
             payload,
         };
         let call = async {
@@ -377,7 +377,7 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RpcError> {
-        let timeout = option.hard_ttl().max(self.append_timeout_floor);
+        let timeout = option.hard_ttl().max(self.factory.append_timeout_floor);
         let (payload, cut_after) = encode_append(rpc)?;
         let response = self
             .unary_payload(Rpc::AppendEntries, payload, timeout)
@@ -426,7 +426,7 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
         let mut client = self.client()?;
         let head =
             codec::encode(&(vote, snapshot.meta.clone())).map_err(|e| network(e.to_string()))?;
-        let cluster_id = self.cluster_id;
+        let cluster_id = self.factory.cluster_id;
         let mut chunks = vec![RaftSnapshotChunk {
             cluster_id,
             meta: head,

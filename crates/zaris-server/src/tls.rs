@@ -17,12 +17,13 @@
 //! A failed reload (a key that does not match its certificate, a file half written) keeps the
 //! material in use, is logged and counted, and is retried at the next change.
 
+use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, bail};
 use rustls::RootCertStore;
@@ -33,8 +34,6 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
-use std::collections::HashMap;
-use std::time::Instant;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
@@ -82,7 +81,6 @@ impl TlsFiles {
 }
 
 /// One consistent read of a listener's files.
-#[derive(Clone)]
 struct Material {
     server: Arc<rustls::ServerConfig>,
     /// The client listener's chain check ([`ClientCertCheck`]), when it has a client CA.
@@ -107,7 +105,8 @@ pub struct TlsSource {
     /// refuse them, [`ClientCertCheck`]); a certificate, if sent, must still be valid.
     defer_missing_cert: bool,
     files: TlsFiles,
-    current: RwLock<Material>,
+    /// Shared, not copied: every handshake and every checked call reads it.
+    current: RwLock<Arc<Material>>,
     stamp: Mutex<Stamp>,
     /// Bumped by every successful reload (dialers rebuild their connections' settings).
     generation: AtomicU64,
@@ -147,7 +146,7 @@ impl TlsSource {
             listener,
             defer_missing_cert,
             files,
-            current: RwLock::new(material),
+            current: RwLock::new(Arc::new(material)),
             stamp: Mutex::new(stamp),
             generation: AtomicU64::new(0),
             checked: Mutex::new(HashMap::new()),
@@ -158,7 +157,7 @@ impl TlsSource {
     /// [`CHAIN_CHECK_CACHE_TTL`] per chain and generation). `Ok` if no client CA is set.
     fn check_client_chain(&self, chain: &[CertificateDer<'static>]) -> Result<(), String> {
         let material = self.material();
-        let Some(verifier) = material.client_chain else {
+        let Some(verifier) = &material.client_chain else {
             return Ok(());
         };
         let Some((end_entity, intermediates)) = chain.split_first() else {
@@ -191,7 +190,7 @@ impl TlsSource {
         outcome
     }
 
-    fn material(&self) -> Material {
+    fn material(&self) -> Arc<Material> {
         self.current
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -200,7 +199,7 @@ impl TlsSource {
 
     /// The rustls configuration new handshakes use.
     fn server_config(&self) -> Arc<rustls::ServerConfig> {
-        self.material().server
+        self.material().server.clone()
     }
 
     /// Increases with every reload.
@@ -239,7 +238,7 @@ impl TlsSource {
         }
         match read_material(&self.files, self.defer_missing_cert) {
             Ok(material) => {
-                *self.current.write().unwrap_or_else(|p| p.into_inner()) = material;
+                *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(material);
                 self.generation.fetch_add(1, Ordering::AcqRel);
                 metrics::counter!(m::TLS_RELOADS, "listener" => self.listener, "result" => "ok")
                     .increment(1);
