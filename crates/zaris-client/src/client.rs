@@ -14,6 +14,7 @@ use zaris_proto::v1::{ErrorCode, Outcome, RequestId, ResponseHeader, StatusReque
 use zaris_types::Revision;
 
 use crate::ClientTls;
+use crate::auth::BearerToken;
 use crate::endpoint::{Connect, Endpoints, Target, parse_endpoint};
 use crate::error::{Error, RpcError};
 use crate::keepalive::Slot;
@@ -56,6 +57,9 @@ pub struct ClientOptions {
     pub drift_permille: u32,
     /// TLS to every member; `None`: plaintext.
     pub tls: Option<ClientTls>,
+    /// Sent with every call, where the cluster checks access (a token travels in the clear
+    /// without TLS: use it over TLS, or on loopback only).
+    pub token: Option<BearerToken>,
 }
 
 impl Default for ClientOptions {
@@ -67,6 +71,7 @@ impl Default for ClientOptions {
             max_backoff: DEFAULT_MAX_BACKOFF,
             drift_permille: DEFAULT_DRIFT_PERMILLE,
             tls: None,
+            token: None,
         }
     }
 }
@@ -93,6 +98,12 @@ impl ClientOptions {
     /// Speaks TLS to every member ([`ClientOptions::tls`]).
     pub fn with_tls(mut self, tls: ClientTls) -> Self {
         self.tls = Some(tls);
+        self
+    }
+
+    /// Identifies the client with a bearer token ([`ClientOptions::token`]).
+    pub fn with_token(mut self, token: BearerToken) -> Self {
+        self.token = Some(token);
         self
     }
 
@@ -236,7 +247,8 @@ reissue!(
     without: pb::RangeRequest, pb::LeaseKeepAliveRequest, pb::LeaseTimeToLiveRequest,
         pb::LeaseListRequest, pb::LockRequest, pb::LockStatusRequest, pb::StatusRequest,
         pb::MemberListRequest, pb::MemberAddRequest, pb::MemberPromoteRequest,
-        pb::MemberRemoveRequest, pb::SnapshotRequest,
+        pb::MemberRemoveRequest, pb::SnapshotRequest, pb::WhoAmIRequest, pb::AuthStatusRequest,
+        pb::AuthChangeRequest,
 );
 
 /// Response messages whose header the client checks (cluster id).
@@ -274,13 +286,18 @@ has_header!(
     pb::MemberPromoteResponse,
     pb::MemberRemoveResponse,
     pb::WatchResponse,
+    pb::WhoAmIResponse,
+    pb::AuthStatusResponse,
+    pb::AuthChangeResponse,
 );
 
 impl Client {
     /// Connects to the cluster serving at `endpoints` (`host:port` or `http://host:port`), with
     /// default [`ClientOptions`]: tries the endpoints in order until one member answers (any
     /// member, leader or not), and fails with [`Error::Unreachable`] if none does within twice
-    /// [`ClientOptions::connect_timeout`] each. Later calls reconnect on their own.
+    /// [`ClientOptions::connect_timeout`] each. A member that refuses the client's credentials
+    /// (UNAUTHENTICATED, PERMISSION_DENIED) fails the connect with that error at once. Later
+    /// calls reconnect on their own.
     pub async fn connect(
         endpoints: impl IntoIterator<Item = impl Into<String>>,
     ) -> Result<Client, Error> {
@@ -348,6 +365,7 @@ impl Client {
             let target = endpoints.pick();
             let mut request = tonic::Request::new(StatusRequest {});
             request.set_timeout(timeout);
+            self.authorize(&mut request);
             let attempt = tokio::time::timeout(timeout, async {
                 ClusterClient::new(target.channel.clone())
                     .status(request)
@@ -371,6 +389,16 @@ impl Client {
                         endpoints.redirect(leader.id, &leader.address);
                     }
                     return Ok(());
+                }
+                // A member that refuses who we are answered: the cluster is reachable, and every
+                // member would say the same.
+                Ok(Err(status))
+                    if matches!(
+                        status.code(),
+                        tonic::Code::Unauthenticated | tonic::Code::PermissionDenied
+                    ) =>
+                {
+                    return Err(RpcError::from_status(&status, target.authority.clone()).into());
                 }
                 Ok(Err(status)) => RpcError::from_status(&status, target.authority.clone()),
                 Err(_elapsed) => RpcError::timed_out(timeout, target.authority.clone()),
@@ -482,6 +510,7 @@ impl Client {
                 .max(Duration::from_millis(1));
             let mut attempt = tonic::Request::new(request.clone());
             attempt.set_timeout(timeout);
+            self.authorize(&mut attempt);
             attempts = attempts.saturating_add(1);
             let result = tokio::time::timeout(timeout, send(target.channel.clone(), attempt)).await;
             let mut err = match result {

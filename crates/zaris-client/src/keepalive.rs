@@ -381,9 +381,11 @@ impl Task {
         let limit = options.connect_timeout + options.attempt_timeout();
         let channel = target.channel;
         let authority = target.authority.clone();
+        let mut request = tonic::Request::new(ReceiverStream::new(receiver));
+        self.client.authorize(&mut request);
         let future = async move {
             let mut service = LeaseClient::new(channel);
-            let call = service.keep_alive(tonic::Request::new(ReceiverStream::new(receiver)));
+            let call = service.keep_alive(request);
             match tokio::time::timeout(limit, call).await {
                 Ok(Ok(response)) => Ok(response.into_inner()),
                 Ok(Err(status)) => Err(RpcError::from_status(&status, authority)),

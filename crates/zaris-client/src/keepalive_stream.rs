@@ -45,7 +45,9 @@ impl Client {
         let (outbound, receiver) = mpsc::channel(OUTBOUND_BUFFER);
         let timeout = self.options().attempt_timeout();
         let mut service = LeaseClient::new(target.channel);
-        let opening = service.keep_alive(tonic::Request::new(ReceiverStream::new(receiver)));
+        let mut request = tonic::Request::new(ReceiverStream::new(receiver));
+        self.authorize(&mut request);
+        let opening = service.keep_alive(request);
         let inbound = match tokio::time::timeout(timeout, opening).await {
             Ok(Ok(response)) => response.into_inner(),
             Ok(Err(status)) => return Err(RpcError::from_status(&status, endpoint).into()),

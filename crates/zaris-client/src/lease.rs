@@ -104,6 +104,8 @@ pub struct LeaseInfo {
     pub locks_held: Vec<String>,
     /// Locks it waits for, ascending.
     pub locks_waiting: Vec<String>,
+    /// The user that granted it; empty when it was granted anonymously (see `zaris auth`).
+    pub owner: String,
     /// The revision this description reflects.
     pub revision: Revision,
 }
@@ -282,6 +284,7 @@ impl Client {
             keys_truncated: response.keys_truncated,
             locks_held: response.locks_held,
             locks_waiting: response.locks_waiting,
+            owner: response.owner,
             revision: header_revision(response.header.as_ref()),
         }))
     }

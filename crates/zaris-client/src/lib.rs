@@ -44,6 +44,7 @@
 //! `lease_handle`, `lock_guard`, `queue_place` (a lock wait given back when abandoned),
 //! `election`, `presence`, `watch`.
 
+mod auth;
 mod backoff;
 mod client;
 mod cluster;
@@ -66,6 +67,7 @@ mod test_support;
 mod tls;
 mod watch;
 
+pub use auth::{AuthStatus, BearerToken, MAX_TOKEN_BYTES, WhoAmI};
 pub use client::{
     Client, ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_DRIFT_PERMILLE,
     DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_TIMEOUT,

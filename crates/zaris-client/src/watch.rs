@@ -331,7 +331,9 @@ impl WatchTask {
             options.connect_timeout + options.attempt_timeout()
         };
         let mut service = WatchClient::new(target.channel.clone());
-        let call = service.watch(ReceiverStream::new(outbound));
+        let mut request = tonic::Request::new(ReceiverStream::new(outbound));
+        self.client.authorize(&mut request);
+        let call = service.watch(request);
         let mut inbound = match tokio::time::timeout(limit, call).await {
             Ok(Ok(response)) => response.into_inner(),
             Ok(Err(status)) => {

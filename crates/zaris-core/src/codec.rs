@@ -15,11 +15,17 @@ use crate::state::State;
 /// table is bounded by bytes (issue 9).
 /// Version 3: a member has a client and a peer address (the Raft service has its own port,
 /// issue 12); the state's encoding did not change.
-pub const FORMAT_VERSION: u8 = 3;
+/// Version 4: users, roles and lease owners (`AuthState`) end the state; commands `GrantOwned`
+/// and `Auth` (issue 12).
+pub const FORMAT_VERSION: u8 = 4;
 
-/// Format versions whose [`State`] encoding this release reads: the state did not change from
-/// version 2 to 3, so a backup (`zaris snapshot save`) of a version-2 cluster restores here.
-pub const STATE_FORMAT_VERSIONS: [u8; 2] = [2, FORMAT_VERSION];
+/// Format versions whose [`State`] encoding this release reads. Versions 2 and 3 encode the state
+/// without its last field, the `AuthState` (bincode writes fields one after another, untagged),
+/// so such a backup (`zaris snapshot save`) restores here with no users, roles or owners.
+pub const STATE_FORMAT_VERSIONS: [u8; 3] = [2, 3, FORMAT_VERSION];
+
+/// Versions whose state lacks the trailing `AuthState`.
+const STATE_VERSIONS_WITHOUT_AUTH: [u8; 2] = [2, 3];
 
 /// Upper bound for a record that arrives over the network or sits in a log entry.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -130,7 +136,16 @@ impl State {
 
     /// Rebuilds a state from [`State::snapshot`] bytes, checking its invariants.
     pub fn restore(bytes: &[u8]) -> Result<State, CodecError> {
-        let state: State = decode_versions(bytes, MAX_SNAPSHOT_BYTES, &STATE_FORMAT_VERSIONS)?;
+        let state: State = match bytes.first() {
+            Some(version) if STATE_VERSIONS_WITHOUT_AUTH.contains(version) => {
+                // The same bytes followed by an empty AuthState are this version's encoding.
+                let mut upgraded = bytes.to_vec();
+                let no_auth = encode(&crate::auth::AuthState::default())?;
+                upgraded.extend_from_slice(&no_auth[1..]);
+                decode_versions(&upgraded, MAX_SNAPSHOT_BYTES, &STATE_VERSIONS_WITHOUT_AUTH)?
+            }
+            _ => decode_versions(bytes, MAX_SNAPSHOT_BYTES, &STATE_FORMAT_VERSIONS)?,
+        };
         state
             .check_invariants()
             .map_err(|broken| CodecError::Decode(format!("snapshot is inconsistent: {broken}")))?;

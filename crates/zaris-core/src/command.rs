@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::auth::AuthCommand;
 use crate::limits::{LimitKind, Limits};
 use crate::outcome::Rejection;
 use crate::types::{DurationMs, FencingToken, Guard, KeySelector, LeaseId, RequestId, Revision};
@@ -91,6 +92,15 @@ pub enum Command {
     /// Fix the cluster's limits. Proposed once, by the first leader, from its configuration: the
     /// limits then live in the replicated state, so every node applies with the same bounds.
     SetLimits(Limits),
+    /// [`Command::Grant`] by a known user, who becomes the lease's owner (`AuthState`). Appended
+    /// last, like every newer variant, so older entries decode unchanged.
+    GrantOwned {
+        id: LeaseId,
+        ttl_ms: DurationMs,
+        owner: String,
+    },
+    /// A change to users, roles or the auth switch.
+    Auth(AuthCommand),
 }
 
 /// A compare-then-else transaction.
@@ -172,6 +182,8 @@ impl Command {
             Command::LockRelease { .. } => "unlock",
             Command::LockCancel { .. } => "lock_cancel",
             Command::SetLimits(_) => "set_limits",
+            Command::GrantOwned { .. } => "grant",
+            Command::Auth(_) => "auth",
         }
     }
 }
@@ -181,7 +193,7 @@ impl Request {
     /// again on apply.
     pub fn validate(&self, limits: &Limits) -> Result<(), Rejection> {
         match &self.command {
-            Command::Grant { id, ttl_ms } => {
+            Command::Grant { id, ttl_ms } | Command::GrantOwned { id, ttl_ms, .. } => {
                 if *id > LeaseId::MAX_CHOSEN {
                     return Err(Rejection::InvalidArgument(format!(
                         "lease id {id} is above {}, the largest a client may choose",
@@ -241,6 +253,7 @@ impl Request {
             Command::SetLimits(new_limits) => new_limits
                 .check()
                 .map_err(|why| Rejection::InvalidArgument(format!("limits: {why}"))),
+            Command::Auth(change) => change.validate().map_err(Rejection::InvalidArgument),
         }
     }
 }

@@ -8,6 +8,7 @@
 //!
 //! The [`Lessor`] is the per-node table of lease deadlines; time is passed in.
 
+pub mod auth;
 pub mod codec;
 pub mod command;
 pub mod faults;

@@ -58,6 +58,10 @@ pub enum Rejection {
         forgotten_through: Revision,
         applied_at: Option<Revision>,
     },
+    /// A change to users or roles that the current ones do not allow (a user that exists, the
+    /// last admin removed while auth is enabled, ...).
+    #[error("{0}")]
+    AuthRefused(String),
 }
 
 fn forgotten_message(forgotten_through: Revision, applied_at: Option<Revision>) -> String {
@@ -125,6 +129,8 @@ pub enum Outcome {
     LimitsSet,
     /// A replayed entry (index not above the last applied one): nothing changed.
     Ignored,
+    /// Users, roles or the auth switch changed.
+    AuthChanged,
 }
 
 /// The result of one operation in a transaction branch.

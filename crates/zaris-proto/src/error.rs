@@ -59,7 +59,10 @@ impl ErrorCode {
             ErrorCode::LearnerNotCaughtUp
             | ErrorCode::MembershipRejected
             | ErrorCode::ClusterMismatch
-            | ErrorCode::RequestIdForgotten => Code::FailedPrecondition,
+            | ErrorCode::RequestIdForgotten
+            | ErrorCode::AuthRefused => Code::FailedPrecondition,
+            ErrorCode::Unauthenticated => Code::Unauthenticated,
+            ErrorCode::PermissionDenied => Code::PermissionDenied,
             ErrorCode::Unsupported => Code::Unimplemented,
             ErrorCode::Internal => Code::Internal,
         }

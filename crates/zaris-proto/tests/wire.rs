@@ -221,6 +221,9 @@ const DOCUMENTED_GRPC_CODES: &[(ErrorCode, Code)] = &[
     (ErrorCode::Internal, Code::Internal),
     (ErrorCode::NodeFailed, Code::Unavailable),
     (ErrorCode::RequestIdForgotten, Code::FailedPrecondition),
+    (ErrorCode::Unauthenticated, Code::Unauthenticated),
+    (ErrorCode::PermissionDenied, Code::PermissionDenied),
+    (ErrorCode::AuthRefused, Code::FailedPrecondition),
 ];
 
 #[test]

@@ -6,6 +6,7 @@
 //! place; [`convert`] holds the wire ↔ core conversions, one module per service.
 
 mod address;
+pub mod auth;
 pub mod clock;
 pub mod config;
 pub mod convert;

@@ -52,6 +52,10 @@ pub const TLS_HANDSHAKE_FAILURES: &str = "zaris_tls_handshake_failures_total";
 /// Calls refused with UNAUTHENTICATED where the client listener requires a client certificate,
 /// by `reason`: `missing` (none), `invalid` (not signed by the client CA, expired, ...).
 pub const CALLS_WITHOUT_CLIENT_CERT: &str = "zaris_client_certificates_refused_total";
+/// Calls refused by access control: `reason` = `bad_token` (malformed authorization metadata),
+/// `unauthenticated` (no credential naming a user while auth is enabled, or an unknown token),
+/// `denied` (PERMISSION_DENIED).
+pub const AUTH_FAILURES: &str = "zaris_auth_failures_total";
 /// Reloads of a listener's certificate files, by `listener` and `result` (`ok`, `error`: the
 /// previous files stay in use).
 pub const TLS_RELOADS: &str = "zaris_tls_reloads_total";

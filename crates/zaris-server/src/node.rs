@@ -14,6 +14,7 @@ use tokio_util::task::TaskTracker;
 use tonic::service::interceptor::InterceptedService;
 use tracing::{info, warn};
 use zaris_core::{DurationMs, Lessor};
+use zaris_proto::v1::auth_server::AuthServer;
 use zaris_proto::v1::cluster_server::ClusterServer;
 use zaris_proto::v1::kv_server::KvServer;
 use zaris_proto::v1::lease_server::LeaseServer;
@@ -22,6 +23,7 @@ use zaris_proto::v1::raft_service_server::RaftServiceServer;
 use zaris_proto::v1::watch_server::WatchServer;
 use zaris_raft::{Member, Raft, StateHandle};
 
+use crate::auth::Authenticate;
 use crate::clock::{Clock, MonotonicClock};
 use crate::config::NodeConfig;
 use crate::health::{self, Health};
@@ -33,9 +35,9 @@ use crate::propose::Proposer;
 use crate::renew::RenewBatcher;
 use crate::services::raft::RaftPeerService;
 use crate::services::{
-    ClusterService, KvService, LeaseService, LockService, NodeContext, WatchService,
+    AuthService, ClusterService, KvService, LeaseService, LockService, NodeContext, WatchService,
 };
-use crate::tls::{ClientCertCheck, TlsSource};
+use crate::tls::TlsSource;
 use crate::watch::WatchHub;
 use crate::{http, metrics as m};
 
@@ -258,8 +260,9 @@ impl Node {
                 .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES),
         );
         // Every client service, and only through this check: with a client CA, a connection
-        // without a certificate gets UNAUTHENTICATED on every call.
-        let cert_check = ClientCertCheck::new(client_tls.clone());
+        // without a certificate gets UNAUTHENTICATED on every call; with auth enabled, so does a
+        // call that names no user.
+        let cert_check = Authenticate::new(client_tls.clone(), state.clone());
         let client_server = tonic::transport::Server::builder()
             .add_service(InterceptedService::new(
                 KvServer::new(KvService(context.clone()))
@@ -288,6 +291,11 @@ impl Node {
                 WatchServer::new(WatchService(context.clone()))
                     .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES)
                     .max_encoding_message_size(MAX_CLIENT_RESPONSE_BYTES),
+                cert_check.clone(),
+            ))
+            .add_service(InterceptedService::new(
+                AuthServer::new(AuthService(context.clone()))
+                    .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES),
                 cert_check.clone(),
             ));
         for (what, server, listener, tls) in [

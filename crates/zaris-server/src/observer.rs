@@ -54,6 +54,7 @@ fn rejection_reason(rejection: &Rejection) -> &'static str {
         Rejection::GuardFailed { .. } => "guard_failed",
         Rejection::NotHolder { .. } => "not_holder",
         Rejection::RequestIdForgotten { .. } => "request_id_forgotten",
+        Rejection::AuthRefused(_) => "auth_refused",
     }
 }
 

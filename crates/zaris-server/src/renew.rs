@@ -57,6 +57,16 @@ impl Renewals {
     pub fn not_found(&self, id: LeaseId) -> bool {
         self.not_found.contains(&id)
     }
+
+    /// These renewals, with `ids` (found missing before the Renew was proposed) not found too.
+    pub fn with_not_found(self: &Arc<Self>, ids: &[LeaseId]) -> Arc<Self> {
+        if ids.is_empty() {
+            return self.clone();
+        }
+        let mut renewals = Renewals::clone(self);
+        renewals.not_found.extend(ids.iter().copied());
+        Arc::new(renewals)
+    }
 }
 
 struct Pending {

@@ -6,7 +6,7 @@
 //! - Client listener: server certificate and key; with a client CA, every client must present a
 //!   certificate it signed (mutual TLS). The handshake checks only that the client holds the
 //!   key of the certificate it presents (if any); the chain is checked on every call
-//!   ([`ClientCertCheck`], cached per certificate), which refuses a missing or foreign
+//!   ([`Authenticate`](crate::auth::Authenticate), cached per certificate), which refuses a missing or foreign
 //!   certificate with UNAUTHENTICATED and says why, where a failed handshake shows the client
 //!   only a closed connection.
 //! - Peer listener: always mutual. A node presents its peer certificate both when it accepts and
@@ -83,7 +83,7 @@ impl TlsFiles {
 /// One consistent read of a listener's files.
 struct Material {
     server: Arc<rustls::ServerConfig>,
-    /// The client listener's chain check ([`ClientCertCheck`]), when it has a client CA.
+    /// The client listener's chain check ([`Authenticate`](crate::auth::Authenticate)), when it has a client CA.
     client_chain: Option<Arc<dyn ClientCertVerifier>>,
     /// For dialing peers: the same certificate and key as a client identity, and the CA.
     cert_pem: Vec<u8>,
@@ -102,7 +102,7 @@ pub struct TlsSource {
     /// `client` or `peer`, for logs and metrics.
     listener: &'static str,
     /// Let clients without a certificate finish the handshake (the client listener: its calls
-    /// refuse them, [`ClientCertCheck`]); a certificate, if sent, must still be valid.
+    /// refuse them, [`Authenticate`](crate::auth::Authenticate)); a certificate, if sent, must still be valid.
     defer_missing_cert: bool,
     files: TlsFiles,
     /// Shared, not copied: every handshake and every checked call reads it.
@@ -155,7 +155,15 @@ impl TlsSource {
 
     /// Checks a client's certificate chain against the current client CA (cached for
     /// [`CHAIN_CHECK_CACHE_TTL`] per chain and generation). `Ok` if no client CA is set.
-    fn check_client_chain(&self, chain: &[CertificateDer<'static>]) -> Result<(), String> {
+    /// Whether this listener checks client certificates against a CA.
+    pub(crate) fn has_ca(&self) -> bool {
+        self.files.ca.is_some()
+    }
+
+    pub(crate) fn check_client_chain(
+        &self,
+        chain: &[CertificateDer<'static>],
+    ) -> Result<(), String> {
         let material = self.material();
         let Some(verifier) = &material.client_chain else {
             return Ok(());
@@ -368,7 +376,7 @@ fn read_material(files: &TlsFiles, defer_missing_cert: bool) -> anyhow::Result<M
 
 /// The client listener's handshake verifier when it has a client CA: it admits a client
 /// without a certificate, and checks of a presented one only that the client holds its key;
-/// [`ClientCertCheck`] checks the chain on every call.
+/// [`Authenticate`](crate::auth::Authenticate) checks the chain on every call.
 #[derive(Debug)]
 struct ChainCheckedPerCall(Arc<dyn ClientCertVerifier>);
 
@@ -391,7 +399,7 @@ impl ClientCertVerifier for ChainCheckedPerCall {
         _intermediates: &[CertificateDer<'_>],
         _now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        // Checked per call, against the CA current then (ClientCertCheck).
+        // Checked per call, against the CA current then (crate::auth::Authenticate).
         Ok(ClientCertVerified::assertion())
     }
 
@@ -415,47 +423,6 @@ impl ClientCertVerifier for ChainCheckedPerCall {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.supported_verify_schemes()
-    }
-}
-
-/// Refuses every call whose connection has no client certificate, or one the client CA did not
-/// sign, where the client listener has a client CA. Wraps every client service: the handshake
-/// lets such a client in only so that it hears why it is refused (UNAUTHENTICATED, definite).
-#[derive(Clone, Debug)]
-pub struct ClientCertCheck {
-    /// The client listener's TLS, when it has a client CA.
-    source: Option<Arc<TlsSource>>,
-}
-
-impl ClientCertCheck {
-    /// Checks against `source`'s client CA; with none (or no TLS), lets every call through.
-    pub fn new(source: Option<Arc<TlsSource>>) -> Self {
-        ClientCertCheck {
-            source: source.filter(|s| s.files.ca.is_some()),
-        }
-    }
-}
-
-impl tonic::service::Interceptor for ClientCertCheck {
-    fn call(&mut self, request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-        let Some(source) = &self.source else {
-            return Ok(request);
-        };
-        let Some(chain) = request.peer_certs().filter(|certs| !certs.is_empty()) else {
-            metrics::counter!(m::CALLS_WITHOUT_CLIENT_CERT, "reason" => "missing").increment(1);
-            return Err(tonic::Status::unauthenticated(
-                "this cluster requires a client certificate signed by its client CA; give one \
-                 with --cert and --key (ZARIS_CERT, ZARIS_KEY, or ClientTls::with_identity)",
-            ));
-        };
-        if let Err(why) = source.check_client_chain(&chain) {
-            metrics::counter!(m::CALLS_WITHOUT_CLIENT_CERT, "reason" => "invalid").increment(1);
-            return Err(tonic::Status::unauthenticated(format!(
-                "client certificate refused: {why}; it must be signed by this cluster's client \
-                 CA (--cert and --key)"
-            )));
-        }
-        Ok(request)
     }
 }
 

@@ -218,6 +218,7 @@ pub fn response_bytes(response: &Response) -> u64 {
             | Outcome::Revoked { .. }
             | Outcome::Unlocked { .. }
             | Outcome::LimitsSet
+            | Outcome::AuthChanged
             | Outcome::Ignored => ITEM_BYTES,
         },
     }

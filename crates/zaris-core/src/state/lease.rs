@@ -142,6 +142,7 @@ impl State {
             let Some(lease) = self.leases.remove(&id) else {
                 continue;
             };
+            self.auth.forget_lease(id);
             for name in &lease.waiting {
                 if let Some(lock) = self.locks.get_mut(name) {
                     lock.waiters.retain(|w| *w != id);

@@ -13,7 +13,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use crate::command::{Command, Request};
+use crate::auth::{AuthError, AuthState, Caller, LeaseAccess, LeaseUse, Need};
+use crate::command::{Command, Request, TxnOp};
 use crate::limits::Limits;
 use crate::outcome::{Applied, Effects, Outcome, Rejection, Response};
 use crate::types::{DurationMs, FencingToken, KeySelector, KeyValue, LeaseId, Revision};
@@ -85,6 +86,8 @@ pub struct LeaseInfo {
     pub keys: Vec<Vec<u8>>,
     pub locks_held: Vec<String>,
     pub locks_waiting: Vec<String>,
+    /// The user that granted the lease, when a known user did.
+    pub owner: Option<String>,
 }
 
 /// What introspection reports about a lock.
@@ -120,6 +123,9 @@ pub struct State {
     lease_keys: BTreeSet<(LeaseId, Vec<u8>)>,
     locks: BTreeMap<String, Lock>,
     dedup: Dedup,
+    /// Users, roles and lease owners. Last, so that a state encoded before auth existed (format
+    /// versions 2 and 3) decodes as itself with an empty `AuthState` appended (`State::restore`).
+    auth: AuthState,
     /// Deliberate bugs (none unless built with `fault-injection`). Configuration, not state:
     /// never in a snapshot or the digest, so whoever restores a state sets them again
     /// ([`State::set_faults`]).
@@ -145,6 +151,7 @@ impl State {
             lease_keys: BTreeSet::new(),
             locks: BTreeMap::new(),
             dedup: Dedup::default(),
+            auth: AuthState::default(),
             faults: crate::faults::Faults::default(),
         }
     }
@@ -239,6 +246,13 @@ impl State {
     fn execute(&mut self, rev: Revision, command: &Command, fx: &mut Effects) -> Response {
         match command {
             Command::Grant { id, ttl_ms } => self.grant(rev, *id, *ttl_ms, fx),
+            Command::GrantOwned { id, ttl_ms, owner } => {
+                let granted = self.grant(rev, *id, *ttl_ms, fx)?;
+                if let Outcome::Granted { id, .. } = &granted {
+                    self.auth.set_lease_owner(*id, owner.clone());
+                }
+                Ok(granted)
+            }
             Command::Renew { ids } => Ok(self.renew(rev, ids, fx)),
             Command::Revoke { id } => self.revoke(rev, *id, fx),
             Command::Expire { leases } => Ok(self.expire(rev, leases, fx)),
@@ -285,7 +299,101 @@ impl State {
                     .shrink_to(limits.dedup_capacity as usize, limits.dedup_max_bytes);
                 Ok(Outcome::LimitsSet)
             }
+            Command::Auth(change) => {
+                self.auth.apply(change).map_err(Rejection::AuthRefused)?;
+                Ok(Outcome::AuthChanged)
+            }
         }
+    }
+
+    // ---- access control ----------------------------------------------------------------------
+
+    pub fn auth(&self) -> &AuthState {
+        &self.auth
+    }
+
+    /// Checks that `caller` may have `command` proposed, against this state's users, roles and
+    /// lease owners. Returns the leases the command uses that are not live here: the caller must
+    /// look again after a linearizable read barrier and answer "lease not found" for any still
+    /// missing rather than propose (`AuthState::check_lease`).
+    pub fn authorize(&self, caller: &Caller, command: &Command) -> Result<Vec<LeaseId>, AuthError> {
+        let auth = &self.auth;
+        let mut unknown = Vec::new();
+        let mut lease = |id: LeaseId, usage: LeaseUse| -> Result<(), AuthError> {
+            if id == LeaseId::NONE {
+                return Ok(());
+            }
+            let exists = self.leases.contains_key(&id);
+            if auth.check_lease(caller, id, exists, usage)? == LeaseAccess::Unknown {
+                unknown.push(id);
+            }
+            Ok(())
+        };
+        let guard = |guard: Option<&crate::types::Guard>| match guard {
+            Some(guard) => auth.check_lock(caller, &guard.lock, Need::Read),
+            None => Ok(()),
+        };
+        match command {
+            Command::Grant { .. } | Command::GrantOwned { .. } => {}
+            Command::Renew { ids } => {
+                for id in ids {
+                    lease(*id, LeaseUse::Renew)?;
+                }
+            }
+            Command::Revoke { id } => lease(*id, LeaseUse::Revoke)?,
+            Command::Expire { .. } => auth.check_admin(caller, "expire leases")?,
+            Command::SetLimits(_) => auth.check_admin(caller, "change the cluster's limits")?,
+            Command::Auth(_) => auth.check_admin(caller, "change users or roles")?,
+            Command::Put {
+                key,
+                lease: id,
+                guard: g,
+                ..
+            } => {
+                auth.check_keys(caller, &KeySelector::Key(key.clone()), Need::Write)?;
+                guard(g.as_ref())?;
+                lease(*id, LeaseUse::Bind)?;
+            }
+            Command::Delete {
+                selector, guard: g, ..
+            } => {
+                auth.check_keys(caller, selector, Need::Write)?;
+                guard(g.as_ref())?;
+            }
+            Command::Txn(txn) => {
+                for compare in &txn.compares {
+                    auth.check_keys(caller, &KeySelector::Key(compare.key.clone()), Need::Read)?;
+                }
+                for op in txn.success.iter().chain(&txn.failure) {
+                    match op {
+                        TxnOp::Put { key, lease: id, .. } => {
+                            auth.check_keys(caller, &KeySelector::Key(key.clone()), Need::Write)?;
+                            lease(*id, LeaseUse::Bind)?;
+                        }
+                        TxnOp::Delete { selector } => {
+                            auth.check_keys(caller, selector, Need::Write)?
+                        }
+                        TxnOp::Get { selector, .. } => {
+                            auth.check_keys(caller, selector, Need::Read)?
+                        }
+                    }
+                }
+                guard(txn.guard.as_ref())?;
+            }
+            Command::LockAcquire {
+                name, lease: id, ..
+            }
+            | Command::LockRelease {
+                name, lease: id, ..
+            }
+            | Command::LockCancel { name, lease: id } => {
+                auth.check_lock(caller, name, Need::Write)?;
+                lease(*id, LeaseUse::Lock)?;
+            }
+        }
+        unknown.sort_unstable();
+        unknown.dedup();
+        Ok(unknown)
     }
 
     // ---- reads -------------------------------------------------------------------------------
@@ -328,6 +436,7 @@ impl State {
             keys,
             locks_held: lease.holding.iter().cloned().collect(),
             locks_waiting: lease.waiting.iter().cloned().collect(),
+            owner: self.auth.lease_owner(id).map(str::to_string),
         })
     }
 
@@ -335,6 +444,26 @@ impl State {
     pub fn leases(&self, after: LeaseId, limit: usize) -> Vec<LeaseInfo> {
         self.leases
             .range(after.next()..)
+            .take(limit)
+            .filter_map(|(id, _)| self.lease(*id, false))
+            .collect()
+    }
+
+    /// Whether lease `id` is live.
+    pub fn has_lease(&self, id: LeaseId) -> bool {
+        self.leases.contains_key(&id)
+    }
+
+    /// Like [`State::leases`], but only leases `keep` accepts count towards `limit`.
+    pub fn leases_where(
+        &self,
+        after: LeaseId,
+        limit: usize,
+        keep: impl Fn(LeaseId) -> bool,
+    ) -> Vec<LeaseInfo> {
+        self.leases
+            .range(after.next()..)
+            .filter(|(id, _)| keep(**id))
             .take(limit)
             .filter_map(|(id, _)| self.lease(*id, false))
             .collect()
@@ -480,6 +609,11 @@ impl State {
                 {
                     return Err(format!("lock {name:?} waiter {waiter} is not live"));
                 }
+            }
+        }
+        for (id, owner) in self.auth.lease_owners() {
+            if !self.leases.contains_key(id) {
+                return Err(format!("lease {id} (owner {owner:?}) is not live"));
             }
         }
         self.dedup.check(

@@ -1,5 +1,6 @@
 //! zaris-core's integration tests: one binary, one module per area.
 
+mod auth;
 mod codec;
 #[cfg(feature = "fault-injection")]
 mod faults;

@@ -493,6 +493,10 @@ impl Model {
                 self.shrink_dedup();
                 Ok(Outcome::LimitsSet)
             }
+            // Access control has unit and state tests of its own (auth.rs); the model leaves it out.
+            Command::GrantOwned { .. } | Command::Auth(_) => {
+                unreachable!("the model never generates {}", command.name())
+            }
             Command::LockCancel { name, lease } => {
                 let Some(lock) = self.locks.get_mut(name) else {
                     return Ok(Outcome::Cancelled(CancelOutcome::NotWaiting));
@@ -521,6 +525,7 @@ impl Model {
                 ttl_ms: l.ttl_ms,
                 granted_revision: l.granted,
                 renewed_revision: l.renewed,
+                owner: None,
                 key_count: self.bound_count(*id) as u32,
                 keys: self
                     .kv

@@ -178,6 +178,7 @@ pub fn lease_ttl_response(
         keys_truncated,
         locks_held: info.locks_held,
         locks_waiting: info.locks_waiting,
+        owner: info.owner.unwrap_or_default(),
     }
 }
 
@@ -189,6 +190,7 @@ pub fn lease_summary(info: &LeaseInfo, remaining_ttl_ms: u64) -> v1::LeaseSummar
         remaining_ttl_ms,
         key_count: info.key_count.into(),
         lock_count: info.locks_held.len() as u64,
+        owner: info.owner.clone().unwrap_or_default(),
     }
 }
 
@@ -432,6 +434,7 @@ mod tests {
             keys: vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()],
             locks_held: vec!["l1".into(), "l2".into()],
             locks_waiting: vec!["l3".into()],
+            owner: Some("tenant".into()),
         }
     }
 
@@ -452,6 +455,7 @@ mod tests {
                 keys_truncated: false,
                 locks_held: vec!["l1".into(), "l2".into()],
                 locks_waiting: vec!["l3".into()],
+                owner: "tenant".into(),
             }
         );
         let exact = lease_ttl_response(header(9), Some(lease_info()), 0, 3);
@@ -491,6 +495,7 @@ mod tests {
                 remaining_ttl_ms: 2_500,
                 key_count: 3,
                 lock_count: 2,
+                owner: "tenant".into(),
             }
         );
     }

@@ -139,6 +139,23 @@ pub enum ApiError {
     /// MEMBERSHIP_REJECTED, definite: Raft refused the membership change.
     #[error("{0}")]
     MembershipRejected(String),
+    /// UNAUTHENTICATED, definite: auth is enabled and the caller names no user, or its token
+    /// belongs to no user.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// PERMISSION_DENIED, definite: the message names what was denied.
+    #[error("{0}")]
+    PermissionDenied(String),
+}
+
+impl From<zaris_core::auth::AuthError> for ApiError {
+    fn from(error: zaris_core::auth::AuthError) -> Self {
+        use zaris_core::auth::AuthError;
+        match error {
+            AuthError::Unauthenticated(why) => ApiError::Unauthenticated(why),
+            denied @ AuthError::Denied(_) => ApiError::PermissionDenied(denied.to_string()),
+        }
+    }
 }
 
 impl From<Rejection> for ApiError {
@@ -207,6 +224,7 @@ impl From<ApiError> for Status {
                     // Definite for this attempt, unless the table knows the request was applied.
                     definite_unless(applied_at.is_some()),
                 ),
+                Rejection::AuthRefused(_) => (ErrorCode::AuthRefused, Outcome::Definite),
                 Rejection::LeaseNotFound(_)
                 | Rejection::LeaseIdUsed { .. }
                 | Rejection::GuardFailed { .. }
@@ -232,6 +250,8 @@ impl From<ApiError> for Status {
             }
             E::LearnerNotCaughtUp { .. } => (ErrorCode::LearnerNotCaughtUp, Outcome::Definite),
             E::MembershipRejected(_) => (ErrorCode::MembershipRejected, Outcome::Definite),
+            E::Unauthenticated(_) => (ErrorCode::Unauthenticated, Outcome::Definite),
+            E::PermissionDenied(_) => (ErrorCode::PermissionDenied, Outcome::Definite),
         };
         let mut detail = ErrorDetail::new(code, outcome, one_line(&error.to_string()));
         match error {
@@ -316,9 +336,9 @@ fn rejection_message(rejection: &Rejection) -> String {
         Rejection::LimitExceeded { limit, max, actual } => {
             ApiError::limit(*limit, *max, *actual).to_string()
         }
-        Rejection::TtlOutOfRange { .. } | Rejection::RequestIdForgotten { .. } => {
-            rejection.to_string()
-        }
+        Rejection::TtlOutOfRange { .. }
+        | Rejection::RequestIdForgotten { .. }
+        | Rejection::AuthRefused(_) => rejection.to_string(),
         Rejection::LeaseNotFound(_)
         | Rejection::LeaseIdUsed { .. }
         | Rejection::GuardFailed { .. }
@@ -370,6 +390,7 @@ fn outcome_name(outcome: &CoreOutcome) -> &'static str {
         CoreOutcome::Unlocked { .. } => "Unlocked",
         CoreOutcome::Cancelled(_) => "Cancelled",
         CoreOutcome::LimitsSet => "LimitsSet",
+        CoreOutcome::AuthChanged => "AuthChanged",
         CoreOutcome::Ignored => "Ignored",
     }
 }

@@ -18,6 +18,7 @@ use zaris_proto::v1::{
 use zaris_raft::TypeConfig;
 
 use super::NodeContext;
+use crate::auth::caller_of;
 use crate::error::ApiError;
 use crate::network::SNAPSHOT_CHUNK_BYTES;
 
@@ -251,8 +252,11 @@ impl Cluster for ClusterService {
     #[tracing::instrument(name = "snapshot", skip_all, fields(node_id = self.0.node_id))]
     async fn snapshot(
         &self,
-        _request: Request<SnapshotRequest>,
+        request: Request<SnapshotRequest>,
     ) -> Result<Response<SnapshotStream>, Status> {
+        let caller = caller_of(&request);
+        self.0
+            .check_access(|auth| auth.check_admin(&caller, "take a snapshot of the whole state"))?;
         // Held by the copy of the state: while it is encoded, then sent (or given up on).
         let permit =
             self.1
@@ -362,6 +366,9 @@ impl Cluster for ClusterService {
         &self,
         request: Request<MemberAddRequest>,
     ) -> Result<Response<MemberAddResponse>, Status> {
+        let caller = caller_of(&request);
+        self.0
+            .check_access(|auth| auth.check_admin(&caller, "add members"))?;
         let request = request.into_inner();
         Self::validate_id(request.id)?;
         if request.peer_address.is_empty() {
@@ -438,6 +445,9 @@ impl Cluster for ClusterService {
         &self,
         request: Request<MemberPromoteRequest>,
     ) -> Result<Response<MemberPromoteResponse>, Status> {
+        let caller = caller_of(&request);
+        self.0
+            .check_access(|auth| auth.check_admin(&caller, "promote members"))?;
         let id = request.into_inner().id;
         Self::validate_id(id)?;
         self.settle().await?;
@@ -465,6 +475,9 @@ impl Cluster for ClusterService {
         &self,
         request: Request<MemberRemoveRequest>,
     ) -> Result<Response<MemberRemoveResponse>, Status> {
+        let caller = caller_of(&request);
+        self.0
+            .check_access(|auth| auth.check_admin(&caller, "remove members"))?;
         let id = request.into_inner().id;
         Self::validate_id(id)?;
         let member = self

@@ -7,7 +7,10 @@ use zaris_proto::v1::{
     TxnRequest, TxnResponse,
 };
 
+use zaris_core::auth::Need;
+
 use super::NodeContext;
+use crate::auth::caller_of;
 use crate::config::MAX_RANGE_KEYS;
 use crate::convert;
 use crate::faults::Bug;
@@ -43,8 +46,11 @@ impl Kv for KvService {
         &self,
         request: Request<RangeRequest>,
     ) -> Result<Response<RangeResponse>, Status> {
+        let caller = caller_of(&request);
         let query =
             convert::kv::range_query(request.into_inner(), &self.0.limits()?, MAX_RANGE_KEYS)?;
+        self.0
+            .check_access(|auth| auth.check_keys(&caller, &query.selector, Need::Read))?;
         // Serializable reads are served from this node's applied state, possibly stale; all
         // others wait until this node is a confirmed leader that applied everything committed.
         let confirm = !query.serializable && !self.0.faults.has(Bug::StaleReads);
@@ -67,11 +73,12 @@ impl Kv for KvService {
     }
 
     async fn put(&self, request: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {
+        let caller = caller_of(&request);
         let request = convert::kv::put_request(request.into_inner(), &self.0.limits()?)?;
         if self.0.faults.has(Bug::AckBeforeCommit) && self.0.proposer.is_raft_leader() {
             return Ok(Response::new(self.ack_before_commit(request)?));
         }
-        let reply = self.0.proposer.propose(request).await?;
+        let reply = self.0.propose_as(&caller, request).await?;
         let header = self.0.proposer.header(reply.revision);
         Ok(Response::new(convert::kv::put_response(
             header,
@@ -83,8 +90,9 @@ impl Kv for KvService {
         &self,
         request: Request<DeleteRangeRequest>,
     ) -> Result<Response<DeleteRangeResponse>, Status> {
+        let caller = caller_of(&request);
         let request = convert::kv::delete_request(request.into_inner(), &self.0.limits()?)?;
-        let reply = self.0.proposer.propose(request).await?;
+        let reply = self.0.propose_as(&caller, request).await?;
         let header = self.0.proposer.header(reply.revision);
         Ok(Response::new(convert::kv::delete_response(
             header,
@@ -93,9 +101,10 @@ impl Kv for KvService {
     }
 
     async fn txn(&self, request: Request<TxnRequest>) -> Result<Response<TxnResponse>, Status> {
+        let caller = caller_of(&request);
         let (request, shape) =
             convert::kv::txn_request(request.into_inner(), &self.0.limits()?, MAX_RANGE_KEYS)?;
-        let reply = self.0.proposer.propose(request).await?;
+        let reply = self.0.propose_as(&caller, request).await?;
         let header = self.0.proposer.header(reply.revision);
         Ok(Response::new(convert::kv::txn_response(
             header,

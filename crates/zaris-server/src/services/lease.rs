@@ -16,7 +16,10 @@ use zaris_proto::v1::{
     LeaseTimeToLiveRequest, LeaseTimeToLiveResponse,
 };
 
+use zaris_core::auth::{Credential, LeaseUse};
+
 use super::NodeContext;
+use crate::auth::{caller_of, credential_of};
 use crate::config::{MAX_LEASE_KEYS_LISTED, MAX_LEASE_LIST};
 use crate::convert;
 use crate::error::ApiError;
@@ -44,9 +47,14 @@ impl LeaseService {
     )]
     async fn keepalive_one(
         context: &NodeContext,
+        credential: &Credential,
         request: LeaseKeepAliveRequest,
     ) -> Result<LeaseKeepAliveResponse, ApiError> {
         let ids = convert::lease::keepalive_ids(&request, &context.limits()?)?;
+        // Each request is checked against the users and owners as they are now: a stream outlives
+        // role changes.
+        let caller = context.resolve(credential)?;
+        let missing = context.leases_missing(&caller, &ids).await?;
         if ids.is_empty() {
             let revision = context.state.read(|d| d.state.last_applied());
             return Ok(LeaseKeepAliveResponse {
@@ -58,12 +66,25 @@ impl LeaseService {
         if let [id] = ids.as_slice() {
             tracing::Span::current().record("lease_id", id.get());
         }
-        let renewal = context.renewals.renew(ids.clone()).await?;
+        let to_renew: Vec<LeaseId> = ids
+            .iter()
+            .copied()
+            .filter(|id| !missing.contains(id))
+            .collect();
+        let renewal = if to_renew.is_empty() {
+            crate::renew::Renewal {
+                revision: context.state.read(|d| d.state.last_applied()),
+                renewals: std::sync::Arc::default(),
+            }
+        } else {
+            context.renewals.renew(to_renew).await?
+        };
+        let renewals = renewal.renewals.with_not_found(&missing);
         let response = convert::lease::keepalive_response(
             context.proposer.header(renewal.revision),
             request.seq,
             &ids,
-            &renewal.renewals,
+            &renewals,
         )?;
         debug!(
             revision = renewal.revision.get(),
@@ -86,8 +107,9 @@ impl Lease for LeaseService {
         &self,
         request: Request<LeaseGrantRequest>,
     ) -> Result<Response<LeaseGrantResponse>, Status> {
+        let caller = caller_of(&request);
         let request = convert::lease::grant_request(request.into_inner(), &self.0.grant_limits()?)?;
-        let reply = self.0.proposer.propose(request).await?;
+        let reply = self.0.propose_as(&caller, request).await?;
         let header = self.0.proposer.header(reply.revision);
         let response = convert::lease::grant_response(header, reply.response)?;
         if response.id != 0 {
@@ -110,8 +132,9 @@ impl Lease for LeaseService {
         &self,
         request: Request<LeaseRevokeRequest>,
     ) -> Result<Response<LeaseRevokeResponse>, Status> {
+        let caller = caller_of(&request);
         let request = convert::lease::revoke_request(request.into_inner(), &self.0.limits()?)?;
-        let reply = self.0.proposer.propose(request).await?;
+        let reply = self.0.propose_as(&caller, request).await?;
         let header = self.0.proposer.header(reply.revision);
         let response = convert::lease::revoke_response(header, reply.response)?;
         debug!(
@@ -130,6 +153,7 @@ impl Lease for LeaseService {
         &self,
         request: Request<Streaming<LeaseKeepAliveRequest>>,
     ) -> Result<Response<Self::KeepAliveStream>, Status> {
+        let credential = credential_of(&request);
         let mut incoming = request.into_inner();
         let (tx, rx) = mpsc::channel(KEEPALIVE_BUFFER);
         let context = self.0.clone();
@@ -146,7 +170,7 @@ impl Lease for LeaseService {
                     },
                 };
                 let answer = match message {
-                    Ok(request) => Self::keepalive_one(&context, request)
+                    Ok(request) => Self::keepalive_one(&context, &credential, request)
                         .await
                         .map_err(Status::from),
                     Err(status) => Err(status),
@@ -165,9 +189,18 @@ impl Lease for LeaseService {
         &self,
         request: Request<LeaseTimeToLiveRequest>,
     ) -> Result<Response<LeaseTimeToLiveResponse>, Status> {
+        let caller = caller_of(&request);
         let request = request.into_inner();
         // Remaining TTL is the leader's view: only its lessor decides expiry.
         self.0.proposer.linearizable().await?;
+        let id = LeaseId::new(request.id);
+        self.0.check_access(|auth| {
+            // Only an owned lease is checked: an unowned one is anyone's to see, and one that is
+            // not live is reported not found to anyone.
+            let owned = auth.lease_owner(id).is_some();
+            auth.check_lease(&caller, id, owned, LeaseUse::Inspect)
+                .map(drop)
+        })?;
         let (info, revision) = self.0.state.read(|d| {
             (
                 d.state.lease(LeaseId::new(request.id), request.keys),
@@ -187,15 +220,18 @@ impl Lease for LeaseService {
         &self,
         request: Request<LeaseListRequest>,
     ) -> Result<Response<LeaseListResponse>, Status> {
+        let caller = caller_of(&request);
         let request = request.into_inner();
         let limit = convert::page_size(request.limit, MAX_LEASE_LIST as u64, "max_lease_list")?;
         self.0.proposer.linearizable().await?;
+        // Other users' leases are left out (while auth is enabled, for all but admins).
         let (mut leases, revision) = self.0.state.read(|d| {
-            (
+            let page =
                 d.state
-                    .leases(LeaseId::new(request.after_id), limit as usize + 1),
-                d.state.last_applied(),
-            )
+                    .leases_where(LeaseId::new(request.after_id), limit as usize + 1, |id| {
+                        d.state.auth().lists_lease(&caller, id)
+                    });
+            (page, d.state.last_applied())
         });
         let more = leases.len() > limit as usize;
         leases.truncate(limit as usize);

@@ -10,7 +10,10 @@ use zaris_proto::v1::{
     UnlockResponse,
 };
 
+use zaris_core::auth::Need;
+
 use super::NodeContext;
+use crate::auth::caller_of;
 use crate::config::MAX_LOCK_WAIT_MS;
 use crate::convert;
 use crate::locks::{Registration, Wake};
@@ -52,6 +55,7 @@ impl LockService {
 #[tonic::async_trait]
 impl Lock for LockService {
     async fn lock(&self, request: Request<LockRequest>) -> Result<Response<LockResponse>, Status> {
+        let caller = caller_of(&request);
         let request = request.into_inner();
         let wait_ms = convert::lock::lock_wait_ms(&request, MAX_LOCK_WAIT_MS)?;
         let (name, lease) = (request.name.clone(), request.lease);
@@ -66,7 +70,7 @@ impl Lock for LockService {
                     .forget(&name, LeaseId::new(lease), registration.id);
             }
         };
-        let reply = match self.0.proposer.propose(acquire).await {
+        let reply = match self.0.propose_as(&caller, acquire).await {
             Ok(reply) => reply,
             Err(error) => {
                 forget(&registration);
@@ -116,8 +120,9 @@ impl Lock for LockService {
         &self,
         request: Request<UnlockRequest>,
     ) -> Result<Response<UnlockResponse>, Status> {
+        let caller = caller_of(&request);
         let request = convert::lock::unlock_request(request.into_inner(), &self.0.limits()?)?;
-        let reply = self.0.proposer.propose(request).await?;
+        let reply = self.0.propose_as(&caller, request).await?;
         let header = self.0.proposer.header(reply.revision);
         Ok(Response::new(convert::lock::unlock_response(
             header,
@@ -129,7 +134,10 @@ impl Lock for LockService {
         &self,
         request: Request<LockStatusRequest>,
     ) -> Result<Response<LockStatusResponse>, Status> {
+        let caller = caller_of(&request);
         let name = request.into_inner().name;
+        self.0
+            .check_access(|auth| auth.check_lock(&caller, &name, Need::Read))?;
         self.0.proposer.linearizable().await?;
         let (info, revision) = self
             .0

@@ -1,7 +1,8 @@
-//! The gRPC services: the client API (Kv, Lease, Lock, Watch, Cluster) and the Raft peer RPCs.
+//! The gRPC services: the client API (Kv, Lease, Lock, Watch, Cluster, Auth) and the Raft peer RPCs.
 //! Each handler validates before proposing (`convert`), proposes through the [`Proposer`], and
 //! converts the result; failures are [`ApiError`]s until the service fn returns them as statuses.
 
+mod auth;
 mod cluster;
 mod kv;
 mod lease;
@@ -23,6 +24,7 @@ use crate::propose::Proposer;
 use crate::renew::RenewBatcher;
 use crate::watch::WatchHub;
 
+pub use auth::AuthService;
 pub use cluster::ClusterService;
 pub use kv::KvService;
 pub use lease::LeaseService;

@@ -26,7 +26,10 @@ use zaris_proto::v1::{
     WatchCancelReason, WatchCreateRequest, WatchRequest, WatchResponse, watch_request,
 };
 
+use zaris_core::auth::{Credential, Need};
+
 use super::NodeContext;
+use crate::auth::credential_of;
 use crate::config::{
     MAX_WATCH_EVENTS_PER_RESPONSE, MAX_WATCHES_PER_STREAM, WATCH_RESPONSE_TARGET_BYTES,
 };
@@ -66,6 +69,7 @@ impl Watch for WatchService {
             watches: BTreeMap::new(),
             last_served: 0,
             progress: None,
+            credential: credential_of(&request),
         };
         self.0.tasks.spawn(task.run(request.into_inner(), outbox));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
@@ -141,6 +145,9 @@ struct StreamTask {
     /// The watch served last, so that one far-behind watch does not starve the others.
     last_served: u64,
     progress: Option<PendingProgress>,
+    /// Who opened the stream: each watch created on it is checked against the users and roles
+    /// current then. A watch already open is not cut when a role changes (as in etcd).
+    credential: Credential,
 }
 
 impl Drop for StreamTask {
@@ -274,6 +281,10 @@ impl StreamTask {
         let selector =
             convert::read_selector(&create.key, &create.range_end, create.prefix, &limits)
                 .map_err(End::Fail)?;
+        let caller = self.context.resolve(&self.credential).map_err(End::Fail)?;
+        self.context
+            .check_access(|auth| auth.check_keys(&caller, &selector, Need::Read))
+            .map_err(End::Fail)?;
 
         let (head, oldest_available) = self.hub.position();
         if self.watches.len() >= MAX_WATCHES_PER_STREAM {

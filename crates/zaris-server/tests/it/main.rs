@@ -2,6 +2,7 @@
 //! chosen by the OS, in this process (`zaris_testkit::cluster::TestCluster`). Tests that need
 //! `kill -9` run the binary (crates/zaris).
 
+mod auth;
 mod client_lease;
 mod client_lock;
 mod client_watch;

@@ -19,14 +19,14 @@ use crate::counter;
 
 /// Every node's files: `node-{id}` (client listener) and `peer-{id}` (peer listener), signed
 /// by the `cluster` CA; clients' certificates by the `clients` CA.
-struct Certs {
+pub(crate) struct Certs {
     dir: PathBuf,
     cluster: Pki,
     clients: Pki,
 }
 
 impl Certs {
-    fn new(dir: &Path) -> Certs {
+    pub(crate) fn new(dir: &Path) -> Certs {
         let certs = Certs {
             dir: dir.to_owned(),
             cluster: Pki::new(dir, "cluster"),
@@ -42,7 +42,7 @@ impl Certs {
     }
 
     /// Sets each node's TLS files by its id.
-    fn configure(&self) -> impl Fn(&mut NodeConfig) + Send + Sync + 'static {
+    pub(crate) fn configure(&self) -> impl Fn(&mut NodeConfig) + Send + Sync + 'static {
         let (dir, cluster_ca, clients_ca) =
             (self.dir.clone(), self.cluster.ca(), self.clients.ca());
         move |config: &mut NodeConfig| {
@@ -60,7 +60,7 @@ impl Certs {
         }
     }
 
-    fn client_tls(&self, name: &str) -> ClientTls {
+    pub(crate) fn client_tls(&self, name: &str) -> ClientTls {
         let CertFiles { cert, key } = self.clients.issue(name, &[name]);
         ClientTls::from_ca_file(self.cluster.ca())
             .expect("CA")

@@ -14,6 +14,7 @@
 //! printed), `duration`, `signals`, `txn` (the `--if`/`--then` grammar), `lock` (`zaris lock`
 //! and its child process), `coord` (elections and presence), `watch` (the event streams).
 
+mod auth;
 mod coord;
 mod duration;
 mod lock;
@@ -92,6 +93,16 @@ pub struct GlobalOpts {
         value_name = "FILE"
     )]
     pub key: Option<std::path::PathBuf>,
+    /// Bearer token naming your user, where the cluster has auth enabled (`zaris auth user
+    /// add` prints one). Sent with every call: use it over TLS (--cacert), or on loopback only.
+    #[arg(
+        long,
+        global = true,
+        env = "ZARIS_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub token: Option<String>,
 }
 
 /// How client subcommands print their results.
@@ -112,6 +123,9 @@ pub enum Command {
     /// List, add, promote or remove cluster members.
     #[command(subcommand, after_help = "Example: zaris member list")]
     Member(MemberCmd),
+    /// Users, roles and access control: whoami, status, enable, user ..., role ...
+    #[command(subcommand, after_help = "Example: zaris auth whoami")]
+    Auth(self::auth::AuthCmd),
     /// Grant, renew, inspect, list or revoke leases.
     #[command(subcommand, after_help = "Example: zaris lease grant --ttl 10s")]
     Lease(LeaseCmd),
@@ -410,6 +424,7 @@ impl Command {
             | Command::Get { .. }
             | Command::Watch(_)
             | Command::Member(MemberCmd::List)
+            | Command::Auth(self::auth::AuthCmd::Whoami | self::auth::AuthCmd::Status)
             | Command::Lease(LeaseCmd::Ttl { .. } | LeaseCmd::List)
             | Command::Presence(PresenceCmd::List { .. } | PresenceCmd::Watch { .. }) => true,
             Command::Elect(args) => args.listen,
@@ -452,6 +467,12 @@ pub(crate) fn client(global: &GlobalOpts) -> Result<Client> {
     if let Some(tls) = client_tls(global)? {
         options = options.with_tls(tls);
     }
+    if let Some(token) = &global.token {
+        options = options.with_token(
+            zaris_client::BearerToken::new(token.as_str())
+                .map_err(|err| anyhow!("--token: {err}"))?,
+        );
+    }
     Client::lazy(global.endpoints.iter().map(String::as_str), options)
         .map_err(|err| anyhow!("{err}"))
 }
@@ -483,6 +504,7 @@ pub async fn run(global: GlobalOpts, command: Command) -> Result<()> {
     match command {
         Command::Status => cli.status().await,
         Command::Member(cmd) => cli.member(cmd).await,
+        Command::Auth(cmd) => cli.auth(cmd).await,
         Command::Lease(cmd) => cli.lease(cmd).await,
         Command::Put {
             key,

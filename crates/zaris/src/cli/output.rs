@@ -239,6 +239,7 @@ pub(crate) fn time_to_live_json(ttl: Option<&LeaseInfo>, id: u64) -> Value {
         "keys_truncated": ttl.keys_truncated,
         "locks_held": ttl.locks_held,
         "locks_waiting": ttl.locks_waiting,
+        "owner": ttl.owner,
     })
 }
 
@@ -264,6 +265,9 @@ pub(crate) fn time_to_live_text(ttl: &LeaseInfo, with_keys: bool) -> String {
             "\nlocks waiting: {}",
             ttl.locks_waiting.join(", ")
         ));
+    }
+    if !ttl.owner.is_empty() {
+        out.push_str(&format!("\nowner: {}", ttl.owner));
     }
     out
 }
@@ -862,6 +866,7 @@ mod tests {
             keys_truncated: false,
             locks_held: vec!["db".into()],
             locks_waiting: Vec::new(),
+            owner: String::new(),
         };
         let value = time_to_live_json(Some(&ttl), 7);
         assert_eq!(value["id"], 7);

@@ -1,0 +1,392 @@
+//! Access control on real nodes: users and roles made through the Auth service, auth enabled on
+//! a running cluster while a client keeps its lease alive, tenants kept out of each other's
+//! leases, keys and locks (PERMISSION_DENIED naming what was denied), an admin allowed
+//! everywhere, and a client certificate's name as the user.
+
+use std::time::Duration;
+
+use tonic::Code;
+use zaris_client::proto::auth_change_request::Change;
+use zaris_client::proto::kv_client::KvClient;
+use zaris_client::proto::{
+    AuthDisable, AuthEnable, AuthRoleName, AuthRolePermission, AuthUserAdd, AuthUserRole,
+    ErrorCode, Permission, PermissionAccess, PermissionKind, PutRequest,
+};
+use zaris_client::{
+    BearerToken, Client, ClientOptions, Error, LeaseId, LockOutcome, PutOptions, RangeOptions,
+    Revocation,
+};
+use zaris_testkit::cluster::TestCluster;
+
+use crate::counter;
+use crate::tls::Certs;
+
+fn options() -> ClientOptions {
+    ClientOptions::default().with_timeout(Duration::from_secs(3))
+}
+
+/// A client that connects on first use: one the cluster refuses gets the refusal from its
+/// calls.
+async fn client_with(cluster: &TestCluster, options: ClientOptions) -> Client {
+    let endpoints: Vec<String> = (1..=3).map(|id| cluster.address(id)).collect();
+    Client::lazy(endpoints, options).expect("client")
+}
+
+async fn as_user(cluster: &TestCluster, token: &BearerToken) -> Client {
+    client_with(cluster, options().with_token(token.clone())).await
+}
+
+fn permission(kind: PermissionKind, prefix: &str) -> Permission {
+    Permission {
+        kind: kind.into(),
+        prefix: prefix.as_bytes().to_vec(),
+        access: PermissionAccess::Readwrite.into(),
+    }
+}
+
+/// Adds user `name` with a fresh token and, unless `admin`, a role `{name}-rw` that may read and
+/// write keys and locks under `{name}/`.
+async fn add_user(admin: &Client, name: &str, is_admin: bool) -> BearerToken {
+    let token = BearerToken::generate();
+    admin
+        .auth_change(Change::UserAdd(AuthUserAdd {
+            name: name.into(),
+            token_sha256: token.sha256().to_vec(),
+        }))
+        .await
+        .expect("user add");
+    let role = if is_admin {
+        "admin".to_string()
+    } else {
+        let role = format!("{name}-rw");
+        admin
+            .auth_change(Change::RoleAdd(AuthRoleName { name: role.clone() }))
+            .await
+            .expect("role add");
+        for kind in [PermissionKind::Key, PermissionKind::Lock] {
+            admin
+                .auth_change(Change::RoleGrant(AuthRolePermission {
+                    role: role.clone(),
+                    permission: Some(permission(kind, &format!("{name}/"))),
+                }))
+                .await
+                .expect("role grant");
+        }
+        role
+    };
+    admin
+        .auth_change(Change::UserGrantRole(AuthUserRole {
+            name: name.into(),
+            role,
+        }))
+        .await
+        .expect("user grant");
+    token
+}
+
+/// The error's code and message; panics on success.
+fn refusal<T: std::fmt::Debug>(result: Result<T, Error>, what: &str) -> (ErrorCode, String) {
+    let err = result.expect_err(what);
+    assert!(
+        err.is_definite(),
+        "{what}: a refusal changes nothing: {err}"
+    );
+    let code = err
+        .detail()
+        .and_then(|d| ErrorCode::try_from(d.code).ok())
+        .unwrap_or(ErrorCode::Unspecified);
+    (code, err.to_string())
+}
+
+fn assert_denied<T: std::fmt::Debug>(result: Result<T, Error>, what: &str, needle: &str) {
+    let grpc_code = result.as_ref().err().and_then(Error::code);
+    let (code, message) = refusal(result, what);
+    assert_eq!(code, ErrorCode::PermissionDenied, "{what}: {message}");
+    assert_eq!(grpc_code, Some(Code::PermissionDenied), "{what}");
+    assert!(
+        message.contains(needle),
+        "{what}: {message:?} lacks {needle:?}"
+    );
+}
+
+fn with_lease(id: LeaseId) -> PutOptions {
+    PutOptions {
+        lease: Some(id),
+        ..PutOptions::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenants_cannot_touch_each_others_leases_keys_or_locks_and_an_admin_can() {
+    let cluster = TestCluster::start(3).await;
+    let open = cluster.client(&[1, 2, 3]).await;
+    // Before auth is enabled anyone may manage users; the tokens are made here.
+    let root = add_user(&open, "root", true).await;
+    let token_a = add_user(&open, "a", false).await;
+    let token_b = add_user(&open, "b", false).await;
+    let (a, b, admin) = (
+        as_user(&cluster, &token_a).await,
+        as_user(&cluster, &token_b).await,
+        as_user(&cluster, &root).await,
+    );
+    assert_eq!(a.who_am_i().await.expect("whoami").user, "a");
+
+    // A's lease, granted and kept alive while auth is still off, is owned by A already.
+    let kept = a.lease(Duration::from_secs(3)).await.expect("lease");
+    let lease_a = kept.id();
+    let info = a
+        .time_to_live(lease_a, false)
+        .await
+        .expect("ttl")
+        .expect("found");
+    assert_eq!(info.owner, "a");
+    a.put("a/x", "1", with_lease(lease_a))
+        .await
+        .expect("a binds a key");
+    assert!(matches!(
+        a.lock("a/lock", lease_a, false, Duration::ZERO)
+            .await
+            .expect("a locks"),
+        LockOutcome::Held { .. }
+    ));
+
+    // Switched on while A's keepalive runs: A already sends its token, so it goes on.
+    admin
+        .auth_change(Change::Enable(AuthEnable {}))
+        .await
+        .expect("enable");
+    assert!(admin.who_am_i().await.expect("whoami").enabled);
+
+    // Anonymous callers are refused, saying how to authenticate.
+    let (code, message) = refusal(
+        open.put("a/y", "1", PutOptions::default()).await,
+        "an anonymous put",
+    );
+    assert_eq!(code, ErrorCode::Unauthenticated, "{message}");
+    assert!(message.contains("requires authentication"), "{message}");
+    let wrong = client_with(&cluster, options().with_token(BearerToken::generate())).await;
+    let (code, message) = refusal(wrong.get("a/x").await, "an unknown token");
+    assert_eq!(code, ErrorCode::Unauthenticated, "{message}");
+    assert!(message.contains("belongs to no user"), "{message}");
+
+    // B cannot end, renew, bind to or lock with A's lease, nor read or write under a/.
+    let denied_before = counter("zaris_auth_failures_total", "reason=\"denied\"");
+    let lease_word = format!("lease {lease_a}");
+    assert_denied(b.revoke(lease_a).await, "b revokes a's lease", &lease_word);
+    assert_denied(
+        b.keep_alive_once([lease_a]).await,
+        "b renews a's lease",
+        "may not renew",
+    );
+    let lease_b = b.grant(Duration::from_secs(60)).await.expect("grant").id;
+    assert_denied(
+        b.put("b/x", "1", with_lease(lease_a)).await,
+        "b binds a key to a's lease",
+        "may not bind keys to",
+    );
+    assert_denied(
+        b.lock("b/lock", lease_a, false, Duration::ZERO).await,
+        "b locks with a's lease",
+        "may not lock with",
+    );
+    assert_denied(
+        b.time_to_live(lease_a, true).await,
+        "b inspects a's lease",
+        "may not inspect",
+    );
+    assert_denied(
+        b.get("a/x").await,
+        "b reads a/",
+        "no read permission on key \"a/x\"",
+    );
+    assert_denied(
+        b.range(
+            "a/",
+            RangeOptions {
+                prefix: true,
+                ..RangeOptions::default()
+            },
+        )
+        .await,
+        "b lists a/",
+        "no read permission on keys with prefix \"a/\"",
+    );
+    assert_denied(
+        b.put("a/x", "stolen", PutOptions::default()).await,
+        "b writes a/",
+        "no write permission",
+    );
+    assert_denied(
+        b.lock("a/lock", lease_b, true, Duration::from_millis(100))
+            .await,
+        "b queues for a's lock",
+        "lock \"a/lock\"",
+    );
+    assert_denied(
+        b.auth_change(Change::Disable(AuthDisable {})).await,
+        "b disables auth",
+        "needs the admin role",
+    );
+    assert_denied(b.member_remove(1).await, "b removes a member", "admin");
+    assert!(
+        counter("zaris_auth_failures_total", "reason=\"denied\"") >= denied_before + 10.0,
+        "denials are counted"
+    );
+    // B sees only its own lease; a lease id that does not exist is "not found", not denied.
+    let page = b.leases(LeaseId::NONE, 100).await.expect("list");
+    assert_eq!(
+        page.leases.iter().map(|l| l.id).collect::<Vec<_>>(),
+        vec![lease_b]
+    );
+    assert_eq!(
+        b.revoke(LeaseId::new(lease_b.get() + 1_000)).await.ok(),
+        Some(Revocation::NotFound)
+    );
+
+    // A request id is its user's own: B reusing A's id gets its own write applied, not A's
+    // remembered answer.
+    let leader = cluster.address(cluster.leader().await);
+    let same_id = zaris_client::proto::RequestId {
+        client_id: 42,
+        seq: 1,
+        seen_revision: 0,
+    };
+    for (token, key) in [(&token_a, "a/replayed"), (&token_b, "b/replayed")] {
+        let mut kv = KvClient::connect(format!("http://{leader}"))
+            .await
+            .expect("connect");
+        let mut request = tonic::Request::new(PutRequest {
+            key: key.into(),
+            value: b"v".to_vec(),
+            request_id: Some(same_id),
+            ..PutRequest::default()
+        });
+        request.metadata_mut().insert(
+            "authorization",
+            format!("Bearer {}", token.expose()).parse().expect("ascii"),
+        );
+        kv.put(request).await.expect("put with a fixed request id");
+    }
+    assert!(b.get("b/replayed").await.expect("b reads").is_some());
+
+    // Through all of that A's lease stayed alive (3 s TTL, well past it by now), and A still
+    // works inside its own prefix.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(kept.is_valid(), "a's lease lapsed: {:?}", kept.state());
+    assert_eq!(
+        a.get("a/x").await.expect("a reads").map(|kv| kv.value),
+        Some(b"1".to_vec())
+    );
+
+    // The admin may do anything: it ends B's lease, and reads A's keys.
+    assert!(matches!(
+        admin.revoke(lease_b).await,
+        Ok(Revocation::Revoked { .. })
+    ));
+    assert!(admin.get("a/x").await.expect("admin reads").is_some());
+    // The last admin cannot lose the role while auth is on.
+    let (code, message) = refusal(
+        admin
+            .auth_change(Change::UserRevokeRole(AuthUserRole {
+                name: "root".into(),
+                role: "admin".into(),
+            }))
+            .await,
+        "the last admin drops the role",
+    );
+    assert_eq!(code, ErrorCode::AuthRefused, "{message}");
+    let status = admin.auth_status().await.expect("status");
+    assert!(status.enabled);
+    assert_eq!(
+        status
+            .users
+            .iter()
+            .map(|u| u.name.as_str())
+            .collect::<Vec<_>>(),
+        ["a", "b", "root"]
+    );
+    assert!(matches!(
+        kept.revoke().await.expect("a revokes its own lease"),
+        Revocation::Revoked { .. }
+    ));
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_certificate_names_its_user() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certs = Certs::new(dir.path());
+    let cluster = TestCluster::start_configured(3, certs.configure()).await;
+    let tls_options = |name: &str| options().with_tls(certs.client_tls(name));
+    let carol = client_with(&cluster, tls_options("carol")).await;
+    assert_eq!(
+        carol.who_am_i().await.expect("whoami").user,
+        "",
+        "a certificate that names no user is anonymous"
+    );
+    let root = add_user(&carol, "root", true).await;
+    // A certificate-only user: no token.
+    carol
+        .auth_change(Change::UserAdd(AuthUserAdd {
+            name: "carol".into(),
+            token_sha256: Vec::new(),
+        }))
+        .await
+        .expect("user add");
+    carol
+        .auth_change(Change::RoleAdd(AuthRoleName {
+            name: "carol-rw".into(),
+        }))
+        .await
+        .expect("role add");
+    carol
+        .auth_change(Change::RoleGrant(AuthRolePermission {
+            role: "carol-rw".into(),
+            permission: Some(permission(PermissionKind::Key, "carol/")),
+        }))
+        .await
+        .expect("role grant");
+    carol
+        .auth_change(Change::UserGrantRole(AuthUserRole {
+            name: "carol".into(),
+            role: "carol-rw".into(),
+        }))
+        .await
+        .expect("user grant");
+    let admin = client_with(&cluster, tls_options("ops").with_token(root)).await;
+    admin
+        .auth_change(Change::Enable(AuthEnable {}))
+        .await
+        .expect("enable");
+
+    let me = carol.who_am_i().await.expect("whoami");
+    assert_eq!((me.user.as_str(), me.admin), ("carol", false));
+    carol
+        .put("carol/x", "1", PutOptions::default())
+        .await
+        .expect("carol writes her prefix");
+    let grant = carol.grant(Duration::from_secs(30)).await.expect("grant");
+    assert_eq!(
+        carol
+            .time_to_live(grant.id, false)
+            .await
+            .expect("ttl")
+            .expect("found")
+            .owner,
+        "carol"
+    );
+    assert_denied(
+        carol.put("ops/x", "1", PutOptions::default()).await,
+        "carol writes elsewhere",
+        "user \"carol\" has no write permission",
+    );
+    // A certificate of the right CA for a name that is no user: refused, naming it.
+    let mallory = client_with(&cluster, tls_options("mallory")).await;
+    let (code, message) = refusal(mallory.get("carol/x").await, "mallory reads");
+    assert_eq!(code, ErrorCode::Unauthenticated, "{message}");
+    assert!(
+        message.contains("\"mallory\", which is not a user"),
+        "{message}"
+    );
+    cluster.shutdown().await;
+}
