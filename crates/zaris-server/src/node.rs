@@ -255,9 +255,13 @@ impl Node {
         // The Raft service has a listener of its own: clients never reach it, and it can sit on
         // a private network.
         let peer_server = tonic::transport::Server::builder().add_service(
-            RaftServiceServer::new(RaftPeerService::new(raft.clone(), cluster_id))
-                .max_decoding_message_size(MAX_RAFT_MESSAGE_BYTES)
-                .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES),
+            RaftServiceServer::new(RaftPeerService::new(
+                raft.clone(),
+                cluster_id,
+                peer_tls.is_some(),
+            ))
+            .max_decoding_message_size(MAX_RAFT_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES),
         );
         // Every client service, and only through this check: with a client CA, a connection
         // without a certificate gets UNAUTHENTICATED on every call; with auth enabled, so does a

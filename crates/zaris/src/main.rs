@@ -1,5 +1,6 @@
 //! `zaris`: run a node (`zaris serve`) or drive a cluster (every other subcommand).
 
+mod cert;
 mod cli;
 mod demo;
 mod dump;
@@ -39,6 +40,12 @@ enum Top {
     /// Back up a running cluster to a file, check a backup, or seed a new cluster from one.
     #[command(subcommand, after_help = "Example: zaris snapshot save backup.zsnap")]
     Snapshot(snapshot::SnapshotCmd),
+    /// Make the certificates of a TLS cluster: CAs, member and client certificates.
+    #[command(
+        subcommand,
+        after_help = "Example: zaris cert init certs --node zaris-1 --node zaris-2 --node zaris-3"
+    )]
+    Cert(cert::CertCmd),
     /// One worker of `zaris demo` (internal).
     #[command(hide = true)]
     DemoWorker(demo::worker::WorkerArgs),
@@ -48,7 +55,7 @@ enum Top {
 
 /// Subcommands that are not clients of a cluster: the client options (`--endpoints`, `--output`,
 /// `--timeout`) mean nothing to them.
-const NOT_CLIENTS: [&str; 4] = ["serve", "demo", "dump", "demo-worker"];
+const NOT_CLIENTS: [&str; 5] = ["serve", "demo", "dump", "demo-worker", "cert"];
 
 /// The command line, with the client options hidden from the help of the subcommands that are
 /// not clients. The options are `global` so that a client command takes them before or after its
@@ -93,6 +100,7 @@ fn main() -> ExitCode {
             Top::Demo(demo_args) => demo::run(demo_args).await,
             Top::DemoWorker(worker_args) => demo::worker::run(worker_args).await,
             Top::Dump(dump_args) => dump::run(dump_args).await,
+            Top::Cert(command) => cert::run(command),
             Top::Snapshot(command) => snapshot::run(args.global, command).await,
             Top::Client(command) => cli::run(args.global, command).await,
         }

@@ -6,13 +6,18 @@
 //!
 //! The files publish fixed ports (7001-7005, 9001-9005); the run publishes them on 127.0.0.2, so
 //! a node on 127.0.0.1:7001 (`zaris serve`'s default) does not get in the way.
+//!
+//! Then the TLS variant (`docker-compose.tls.yml`), as its header says to run it: certificates
+//! made by `zaris cert init` inside the image under test (as the image's user, so the nodes can
+//! read their keys), three nodes speaking mutual TLS to each other by host name, and a client on
+//! the host with the client certificate; a client without one is refused.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use tokio::process::Command;
-use zaris_client::{Client, ClientOptions, PutOptions};
+use zaris_client::{Client, ClientOptions, ClientTls, PutOptions};
 use zaris_testkit::try_eventually;
 
 use super::{Run, SETTLE};
@@ -25,6 +30,8 @@ struct Project {
     files: Vec<PathBuf>,
     tool: Vec<String>,
     image: String,
+    /// `ZARIS_CERTS` for the TLS file.
+    certs: Option<PathBuf>,
 }
 
 impl Project {
@@ -37,6 +44,9 @@ impl Project {
         command
             .env("ZARIS_IMAGE", &self.image)
             .env("ZARIS_PUBLISH_IP", PUBLISH_IP);
+        if let Some(certs) = &self.certs {
+            command.env("ZARIS_CERTS", certs);
+        }
         command
     }
 
@@ -113,28 +123,160 @@ pub async fn run(image: &str) -> Result<()> {
             files,
             tool: tool.clone(),
             image: image.to_owned(),
+            certs: None,
         };
         project.run(&["up", "--detach"]).await?;
-        check(size)
+        check(size, ClientOptions::default())
             .await
             .with_context(|| format!("the {size}-node compose cluster ({})", tool.join(" ")))?;
         drop(project);
     }
+    tls(image, &tool)
+        .await
+        .with_context(|| format!("the TLS compose cluster ({})", tool.join(" ")))?;
     println!(
-        "  {}: 3 and 5 nodes up, reached from the host, taken down",
+        "  {}: 3 and 5 nodes up, and 3 with TLS on every link, reached from the host, taken down",
         tool.join(" ")
     );
     Ok(())
 }
 
-async fn check(size: u64) -> Result<()> {
+/// Certificates in a directory of their own, made (and removed) by the image's user.
+struct Certs {
+    dir: PathBuf,
+    image: String,
+}
+
+impl Certs {
+    async fn make(image: &str) -> Result<Certs> {
+        let dir = std::env::temp_dir().join(format!("zaris-test-certs-{}", Run::new().id));
+        std::fs::create_dir(&dir).context("cannot create the certificates' directory")?;
+        let certs = Certs {
+            dir,
+            image: image.to_owned(),
+        };
+        // Writable by the image's user, who makes the files inside it.
+        std::fs::set_permissions(
+            &certs.dir,
+            std::os::unix::fs::PermissionsExt::from_mode(0o777),
+        )?;
+        certs
+            .in_image(&[
+                "cert",
+                "init",
+                "/certs/tls",
+                "--node",
+                "zaris-1",
+                "--node",
+                "zaris-2",
+                "--node",
+                "zaris-3",
+                "--host",
+                PUBLISH_IP,
+                "--client",
+                "root",
+                "--days",
+                "1",
+            ])
+            .await?;
+        Ok(certs)
+    }
+
+    fn files(&self) -> PathBuf {
+        self.dir.join("tls")
+    }
+
+    /// `zaris ARGS` in a throwaway container of the image, as its user, with the directory at
+    /// /certs.
+    fn command(&self, entrypoint: &str, args: &[&str]) -> std::process::Command {
+        let run = Run::new();
+        let mut command = std::process::Command::new("docker");
+        command
+            .args(["run", "--rm", "--label", &run.label(), "--network", "none"])
+            .arg("--volume")
+            .arg(format!("{}:/certs", self.dir.display()))
+            .args(["--entrypoint", entrypoint, &self.image])
+            .args(args);
+        command
+    }
+
+    async fn in_image(&self, args: &[&str]) -> Result<()> {
+        let output = Command::from(self.command("/usr/local/bin/zaris", args))
+            .output()
+            .await
+            .context("cannot run docker")?;
+        ensure!(
+            output.status.success(),
+            "zaris {} in the image failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+        Ok(())
+    }
+}
+
+impl Drop for Certs {
+    fn drop(&mut self) {
+        // The files belong to the image's user: it removes them.
+        let _ = self
+            .command("/bin/rm", &["-rf", "/certs/tls"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        if std::fs::remove_dir_all(&self.dir).is_err() {
+            eprintln!("warning: could not remove {}", self.dir.display());
+        }
+    }
+}
+
+/// The 3-node cluster with `docker-compose.tls.yml`.
+async fn tls(image: &str, tool: &[String]) -> Result<()> {
+    let certs = Certs::make(image).await?;
+    let files = certs.files();
+    let project = Project {
+        name: format!("zaris-test-{}", Run::new().id),
+        files: vec![
+            repository_file("docker-compose.yml"),
+            repository_file("docker-compose.tls.yml"),
+        ],
+        tool: tool.to_vec(),
+        image: image.to_owned(),
+        certs: Some(files.clone()),
+    };
+    project.run(&["up", "--detach"]).await?;
+    let with_certificate = ClientTls::from_ca_file(files.join("ca.pem"))?.with_identity_files(
+        files.join("client-root.pem"),
+        files.join("client-root-key.pem"),
+    )?;
+    check(3, ClientOptions::default().with_tls(with_certificate)).await?;
+    // Without a client certificate: refused, and it says why.
+    let stranger = Client::lazy(
+        (1..=3).map(|id| format!("{PUBLISH_IP}:{}", 7000 + id)),
+        ClientOptions::default()
+            .with_timeout(Duration::from_secs(5))
+            .with_tls(ClientTls::from_ca_file(files.join("ca.pem"))?),
+    )?;
+    let refused = stranger
+        .put("compose/stranger", "x", PutOptions::default())
+        .await
+        .err()
+        .context("a client without a certificate was let in")?;
+    ensure!(
+        refused
+            .to_string()
+            .contains("requires a client certificate"),
+        "unexpected refusal: {refused}"
+    );
+    drop(project);
+    drop(certs);
+    Ok(())
+}
+
+async fn check(size: u64, options: ClientOptions) -> Result<()> {
     let endpoints: Vec<String> = (1..=size)
         .map(|id| format!("{PUBLISH_IP}:{}", 7000 + id))
         .collect();
-    let client = Client::lazy(
-        endpoints,
-        ClientOptions::default().with_timeout(Duration::from_secs(5)),
-    )?;
+    let client = Client::lazy(endpoints, options.with_timeout(Duration::from_secs(5)))?;
     let members = try_eventually("the compose cluster to serve", SETTLE, || async {
         let members = client.member_list().await.ok()?;
         (members.len() as u64 == size).then_some(members)

@@ -1,5 +1,14 @@
 //! The receiving side of the Raft network: decodes a peer's request, hands it to openraft.
+//!
+//! With peer TLS, the handshake admits only certificates the peer CA signed; each request is
+//! then checked against the member it speaks for (the node id in its vote): that member's
+//! certificate must name the host of its peer address, as a dialing node checks of the member it
+//! dials. A node whose membership does not name the sender (a new node that has not learnt the
+//! membership yet) cannot check and accepts; a node whose membership lacks the sender refuses it.
 
+use openraft::async_runtime::WatchReceiver;
+use openraft::vote::RaftLeaderId;
+use rustls::pki_types::{CertificateDer, ServerName};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tonic::{Request, Response, Status, Streaming};
@@ -22,11 +31,59 @@ fn refused(reason: &'static str) {
 pub struct RaftPeerService {
     raft: Raft,
     cluster_id: u64,
+    /// Whether the peer listener speaks TLS: then every request's certificate must belong to
+    /// the member the request speaks for.
+    check_identity: bool,
 }
 
 impl RaftPeerService {
-    pub fn new(raft: Raft, cluster_id: u64) -> Self {
-        RaftPeerService { raft, cluster_id }
+    pub fn new(raft: Raft, cluster_id: u64, check_identity: bool) -> Self {
+        RaftPeerService {
+            raft,
+            cluster_id,
+            check_identity,
+        }
+    }
+
+    /// Refuses a request that speaks for member `sender` over a connection whose certificate
+    /// does not name that member's peer host.
+    fn check_sender<T>(&self, request: &Request<T>, sender: u64) -> Result<(), ApiError> {
+        if !self.check_identity {
+            return Ok(());
+        }
+        let (known, peer_addr) = {
+            // Cloned out at once: the metrics guard must not be held (openraft's footgun).
+            let metrics = self.raft.metrics();
+            let metrics = metrics.borrow_watched();
+            let membership = metrics.membership_config.membership();
+            let known = membership.nodes().next().is_some();
+            (
+                known,
+                membership.get_node(&sender).map(|m| m.peer_addr.clone()),
+            )
+        };
+        let Some(peer_addr) = peer_addr else {
+            if !known {
+                return Ok(());
+            }
+            refused("identity");
+            return Err(ApiError::PermissionDenied(format!(
+                "node {sender} is not a member of this cluster"
+            )));
+        };
+        let host = crate::address::host(&peer_addr).to_owned();
+        let certs = request.peer_certs();
+        let names_host = certs
+            .as_deref()
+            .and_then(|chain| chain.first())
+            .is_some_and(|cert| certificate_names(cert, &host));
+        if names_host {
+            return Ok(());
+        }
+        refused("identity");
+        Err(ApiError::PermissionDenied(format!(
+            "the peer's certificate does not name {host:?}, the peer host of member {sender} it              speaks for"
+        )))
     }
 
     fn check_cluster(&self, cluster_id: u64) -> Result<(), ApiError> {
@@ -66,7 +123,10 @@ impl RaftService for RaftPeerService {
         &self,
         request: Request<RaftMessage>,
     ) -> Result<Response<RaftMessage>, Status> {
-        let rpc = self.decode(request.into_inner())?;
+        let (sent_with, message) = split(request);
+        let rpc: openraft::raft::AppendEntriesRequest<zaris_raft::TypeConfig> =
+            self.decode(message)?;
+        self.check_sender(&sent_with, *rpc.vote.leader_id().node_id())?;
         let response = self
             .raft
             .append_entries(rpc)
@@ -76,7 +136,9 @@ impl RaftService for RaftPeerService {
     }
 
     async fn vote(&self, request: Request<RaftMessage>) -> Result<Response<RaftMessage>, Status> {
-        let rpc = self.decode(request.into_inner())?;
+        let (sent_with, message) = split(request);
+        let rpc: openraft::raft::VoteRequest<zaris_raft::TypeConfig> = self.decode(message)?;
+        self.check_sender(&sent_with, *rpc.vote.leader_id().node_id())?;
         let response = self.raft.vote(rpc).await.map_err(ApiError::raft_stopped)?;
         Ok(self.reply(&response)?)
     }
@@ -85,7 +147,9 @@ impl RaftService for RaftPeerService {
         &self,
         request: Request<RaftMessage>,
     ) -> Result<Response<RaftMessage>, Status> {
-        let rpc = self.decode(request.into_inner())?;
+        let (sent_with, message) = split(request);
+        let rpc: openraft::raft::VoteRequest<zaris_raft::TypeConfig> = self.decode(message)?;
+        self.check_sender(&sent_with, *rpc.vote.leader_id().node_id())?;
         let response = self
             .raft
             .pre_vote(rpc)
@@ -98,7 +162,10 @@ impl RaftService for RaftPeerService {
         &self,
         request: Request<RaftMessage>,
     ) -> Result<Response<RaftMessage>, Status> {
-        let rpc = self.decode(request.into_inner())?;
+        let (sent_with, message) = split(request);
+        let rpc: openraft::raft::TransferLeaderRequest<zaris_raft::TypeConfig> =
+            self.decode(message)?;
+        self.check_sender(&sent_with, *rpc.from_leader().leader_id().node_id())?;
         let response = self
             .raft
             .handle_transfer_leader(rpc)
@@ -111,7 +178,7 @@ impl RaftService for RaftPeerService {
         &self,
         request: Request<Streaming<RaftSnapshotChunk>>,
     ) -> Result<Response<RaftMessage>, Status> {
-        let mut chunks = request.into_inner();
+        let (sent_with, mut chunks) = split(request);
         let head = chunks
             .message()
             .await?
@@ -122,6 +189,7 @@ impl RaftService for RaftPeerService {
                 refused("malformed");
                 ApiError::invalid_argument(format!("bad snapshot header: {e}"))
             })?;
+        self.check_sender(&sent_with, *vote.leader_id().node_id())?;
         let mut data = head.data;
         while let Some(chunk) = chunks.message().await? {
             if data.len() + chunk.data.len() > codec::MAX_SNAPSHOT_BYTES {
@@ -146,4 +214,20 @@ impl RaftService for RaftPeerService {
             .map_err(ApiError::raft_stopped)?;
         Ok(self.reply(&response)?)
     }
+}
+
+/// The request's metadata and connection (to check the sender) apart from its message.
+fn split<T>(request: Request<T>) -> (Request<()>, T) {
+    let (metadata, extensions, message) = request.into_parts();
+    (Request::from_parts(metadata, extensions, ()), message)
+}
+
+/// Whether `cert` is valid for `host` (a DNS name or an IP address), by the rules a TLS client
+/// checks a server's name with.
+fn certificate_names(cert: &CertificateDer<'_>, host: &str) -> bool {
+    let Ok(name) = ServerName::try_from(host) else {
+        return false;
+    };
+    webpki::EndEntityCert::try_from(cert)
+        .is_ok_and(|cert| cert.verify_is_valid_for_subject_name(&name).is_ok())
 }

@@ -400,3 +400,81 @@ async fn certificates_rotate_while_a_client_holds_a_lease() {
     assert!(reloads >= 6.0, "the reloads are counted: {reloads}");
     cluster.shutdown().await;
 }
+
+/// A certificate of the peer CA admits a connection, but each Raft request must come from the
+/// member it speaks for: a certificate that does not name that member's peer host, or a node id
+/// that is no member, is refused (and counted); the member's own certificate gets through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_speaks_only_for_the_member_its_certificate_names() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certs = Certs::new(dir.path());
+    let cluster = TestCluster::start_configured(1, certs.configure()).await;
+    let leader = cluster.leader().await;
+    let peer = format!("https://{}", cluster.peer_addrs[&leader]);
+    let cluster_id = zaris_testkit::cluster::config(leader, PathBuf::new()).cluster_id();
+    let ca = tonic::transport::Certificate::from_pem(
+        std::fs::read(certs.cluster.ca()).expect("read CA"),
+    );
+    // A stale vote (term 0): the member answers it (with a refusal inside the answer).
+    let vote_as = |files: CertFiles, node_id: u64| {
+        let peer = peer.clone();
+        let ca = ca.clone();
+        async move {
+            let tls = tonic::transport::ClientTlsConfig::new()
+                .ca_certificate(ca)
+                .domain_name("127.0.0.1")
+                .identity(tonic::transport::Identity::from_pem(
+                    std::fs::read(&files.cert).expect("cert"),
+                    std::fs::read(&files.key).expect("key"),
+                ));
+            let channel = tonic::transport::Endpoint::from_shared(peer)
+                .expect("endpoint")
+                .tls_config(tls)
+                .expect("tls")
+                .connect()
+                .await
+                .expect("a peer certificate passes the handshake");
+            let request = openraft::raft::VoteRequest::<zaris_raft::TypeConfig>::new(
+                zaris_raft::Vote::new(0, node_id),
+                None,
+            );
+            RaftServiceClient::new(channel)
+                .vote(RaftMessage {
+                    cluster_id,
+                    payload: zaris_core::codec::encode(&request).expect("encode"),
+                })
+                .await
+                .map(drop)
+                .map_err(|status| (status.code(), status.message().to_owned()))
+        }
+    };
+    let refused_before = counter("zaris_peer_messages_refused_total", "reason=\"identity\"");
+    let elsewhere = certs.cluster.issue("elsewhere", &["peer.example"]);
+    let refused = vote_as(elsewhere, leader)
+        .await
+        .expect_err("a certificate for another host");
+    assert_eq!(refused.0, Code::PermissionDenied, "{refused:?}");
+    assert!(
+        refused.1.contains("does not name \"127.0.0.1\""),
+        "{refused:?}"
+    );
+    let member = CertFiles {
+        cert: certs.dir.join("peer-1.pem"),
+        key: certs.dir.join("peer-1-key.pem"),
+    };
+    let stranger = vote_as(member.clone(), 9)
+        .await
+        .expect_err("a node id that is no member");
+    assert_eq!(stranger.0, Code::PermissionDenied, "{stranger:?}");
+    assert!(
+        stranger.1.contains("node 9 is not a member"),
+        "{stranger:?}"
+    );
+    vote_as(member, leader)
+        .await
+        .expect("the member's own certificate reaches Raft");
+    assert!(
+        counter("zaris_peer_messages_refused_total", "reason=\"identity\"") >= refused_before + 2.0
+    );
+    cluster.shutdown().await;
+}
