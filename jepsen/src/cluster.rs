@@ -47,6 +47,8 @@ pub struct Spec {
     pub snapshot_entries: Option<u64>,
     /// `--snapshot-install-pause-ms`: the window in which the nemesis kills an installing node.
     pub snapshot_install_pause_ms: Option<u64>,
+    /// TLS on every link, and the tokens of an access-controlled run.
+    pub secure: Option<crate::secure::Secure>,
 }
 
 #[derive(Debug)]
@@ -160,6 +162,9 @@ impl Cluster {
         }
         if let Some(rate) = spec.clock_rates.get(&id) {
             serve = serve.args(["--clock-rate", &rate.to_string()]);
+        }
+        if let Some(secure) = &spec.secure {
+            serve = serve.args(secure.serve_args());
         }
         let process = serve.start().await?;
         let (addr, peer_addr) = (process.addr(), process.peer_addr());
@@ -383,13 +388,24 @@ impl Cluster {
     /// A client of the whole cluster (through the client proxies).
     pub async fn client(&self, options: ClientOptions) -> Result<Client> {
         // Lazy: clients are made while faults are active; every call retries on its own.
-        Ok(Client::lazy(self.endpoints().into_values(), options)?)
+        Ok(Client::lazy(
+            self.endpoints().into_values(),
+            self.secured(options),
+        )?)
     }
 
     /// A client that knows only node `id` (it still follows redirects, to proxy addresses).
     pub async fn client_of(&self, id: u64, options: ClientOptions) -> Result<Client> {
         let endpoint = self.client_links[&id].addr.to_string();
-        Ok(Client::lazy([endpoint], options)?)
+        Ok(Client::lazy([endpoint], self.secured(options))?)
+    }
+
+    /// With TLS and a token (the admin's, unless `options` carry one) in a secure run.
+    fn secured(&self, options: ClientOptions) -> ClientOptions {
+        match &self.spec.secure {
+            Some(secure) => secure.client_options(options),
+            None => options,
+        }
     }
 
     /// The Raft leader as the nodes report it (the first running node that names one).

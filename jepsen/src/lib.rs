@@ -18,4 +18,5 @@ pub mod proxy;
 pub mod recorder;
 pub mod run;
 pub mod scenarios;
+pub mod secure;
 pub mod workload;

@@ -70,12 +70,19 @@ enum Cmd {
         /// Aim every fault at the Raft leader, and make every partition isolate it.
         #[arg(long)]
         leader_only: bool,
+        /// TLS on every link and access control on.
+        #[arg(long)]
+        secure: bool,
     },
     /// The CI matrix of short scenarios (3 and 5 nodes); every one must pass.
     #[command(after_help = "Example: zaris-jepsen ci --seed 1")]
     Ci {
         #[arg(long)]
         seed: Option<u64>,
+        /// Run every scenario with TLS on every link and access control on (by default three
+        /// do, one per workload).
+        #[arg(long)]
+        secure: bool,
     },
     /// Long run: cycles through every workload and nemesis (3 and 5 nodes), one scenario after
     /// another with a new seed each, until `--time` is used up; every run must pass.
@@ -164,6 +171,7 @@ async fn main_async(cli: Cli) -> Result<bool> {
             clock_rate,
             hold_ms,
             leader_only,
+            secure,
         } => {
             let seed = seed.unwrap_or_else(rand::random);
             let faults: Vec<String> = nemesis.iter().map(|f| f.name().to_owned()).collect();
@@ -187,6 +195,7 @@ async fn main_async(cli: Cli) -> Result<bool> {
                 schedule,
                 zaris,
                 store,
+                secure,
             };
             println!("seed {seed}");
             let outcome = run::run(&config).await?;
@@ -200,7 +209,7 @@ async fn main_async(cli: Cli) -> Result<bool> {
             );
             Ok(passed)
         }
-        Cmd::Ci { seed } => {
+        Cmd::Ci { seed, secure } => {
             let seed = seed.unwrap_or_else(rand::random);
             println!("seed {seed}");
             let (mut passed, mut failed) = (0, 0);
@@ -210,6 +219,7 @@ async fn main_async(cli: Cli) -> Result<bool> {
                     zaris: &zaris,
                     store: &store,
                 },
+                secure,
             ) {
                 let outcome = run::run(&config).await?;
                 print_outcome(&config, &outcome);
@@ -330,6 +340,9 @@ fn reproduce(config: &RunConfig) -> String {
     );
     for bug in &config.bugs {
         line.push_str(&format!(" --bug {bug}"));
+    }
+    if config.secure {
+        line.push_str(" --secure");
     }
     if let Some(rate) = config.clock_rate {
         line.push_str(&format!(" --clock-rate {rate}"));

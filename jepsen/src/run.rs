@@ -49,6 +49,8 @@ pub struct RunConfig {
     pub zaris: PathBuf,
     /// Where the history and results go (a directory per run is made inside).
     pub store: PathBuf,
+    /// TLS on every link and access control on (`secure.rs`).
+    pub secure: bool,
 }
 
 #[derive(Debug)]
@@ -113,12 +115,21 @@ pub async fn run(config: &RunConfig) -> Result<RunOutcome> {
             .faults
             .contains(&Fault::SnapshotCrash)
             .then_some(SNAPSHOT_INSTALL_PAUSE_MS),
+        secure: config
+            .secure
+            .then(|| crate::secure::Secure::new(&dir.join("certs")))
+            .transpose()?,
     };
     let cluster = Cluster::start(spec).await?;
     cluster
         .wait_for_leader(Duration::from_secs(20))
         .await
         .context("the cluster never elected a leader")?;
+    if let Some(secure) = &cluster.spec.secure {
+        secure
+            .enable_auth(cluster.endpoints().into_values().collect())
+            .await?;
+    }
     let cluster = Arc::new(AsyncMutex::new(cluster));
     let outcome = drive(config, &cluster, &dir).await;
     let mut guard = cluster.lock().await;
@@ -238,11 +249,16 @@ async fn drive(
     let recorder = Arc::new(Recorder::new(Instant::now()));
     let (client, keepalive, per_node) = {
         let guard = cluster.lock().await;
-        let client = guard.client(workload::client_options()).await?;
-        let keepalive = guard.client(workload::client_options()).await?;
+        // Workers call as `worker` in a secure run (the harness's own calls as the admin).
+        let options = match &guard.spec.secure {
+            Some(secure) => workload::client_options().with_token(secure.worker.clone()),
+            None => workload::client_options(),
+        };
+        let client = guard.client(options.clone()).await?;
+        let keepalive = guard.client(options.clone()).await?;
         let mut per_node = BTreeMap::new();
         for id in guard.ids() {
-            per_node.insert(id, guard.client_of(id, workload::client_options()).await?);
+            per_node.insert(id, guard.client_of(id, options.clone()).await?);
         }
         (client, keepalive, per_node)
     };

@@ -37,14 +37,29 @@ fn scenario(
         schedule: Schedule::default(),
         zaris: place.zaris.to_path_buf(),
         store: place.store.to_path_buf(),
+        secure: false,
     }
 }
 
-/// Short scenarios, 3 and 5 nodes, every workload and fault kind at least once.
-pub fn ci(seed: u64, place: Place<'_>) -> Vec<RunConfig> {
+/// `config` with TLS on every link and access control on.
+fn secure(mut config: RunConfig) -> RunConfig {
+    config.name.push_str("-secure");
+    config.secure = true;
+    config
+}
+
+/// Short scenarios, 3 and 5 nodes, every workload and fault kind at least once. Three run with
+/// TLS on every link and access control on (`-secure`), one per workload; with `all_secure`,
+/// every one does.
+pub fn ci(seed: u64, place: Place<'_>, all_secure: bool) -> Vec<RunConfig> {
     use Fault::*;
     use Workload::*;
-    vec![
+    let secured = [
+        "register-partition-3",
+        "lease-pause-kill-delay-3",
+        "lock-kill-delay-reset-5",
+    ];
+    let matrix = vec![
         scenario(
             place,
             "register-partition-3",
@@ -108,7 +123,17 @@ pub fn ci(seed: u64, place: Place<'_>) -> Vec<RunConfig> {
             20,
             seed,
         ),
-    ]
+    ];
+    matrix
+        .into_iter()
+        .map(|config| {
+            if all_secure || secured.contains(&config.name.as_str()) {
+                secure(config)
+            } else {
+                config
+            }
+        })
+        .collect()
 }
 
 /// The soak's rotation: every workload and every nemesis, 3 and 5 nodes, several faults per run.
@@ -331,12 +356,20 @@ mod tests {
             zaris: Path::new("zaris"),
             store: Path::new("store"),
         };
-        let runs = ci(1, place);
+        let runs = ci(1, place, false);
         for fault in Fault::value_variants() {
             assert!(
                 runs.iter().any(|r| r.faults.contains(fault)),
                 "{fault:?} is not in the CI matrix"
             );
         }
+        // One secure run per workload by default; every run with --secure.
+        for workload in Workload::value_variants() {
+            assert!(
+                runs.iter().any(|r| r.secure && r.workload == *workload),
+                "no secure {workload:?} run in the CI matrix"
+            );
+        }
+        assert!(ci(1, place, true).iter().all(|r| r.secure));
     }
 }

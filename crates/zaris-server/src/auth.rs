@@ -10,6 +10,10 @@
 //! ([`NodeContext::propose_as`]): otherwise a request naming the next lease id could be let
 //! through and then apply to another user's lease granted in between. Role changes take effect
 //! for requests checked after the change applied on the node that checks them.
+//!
+//! Only the Raft leader refuses. A follower may not have applied a user, a token or a role yet
+//! (a new member has applied nothing), so a caller it cannot resolve, or would deny, is sent to
+//! the leader (NOT_LEADER, or NO_LEADER while none is known), which decides on the latest state.
 
 use std::sync::Arc;
 
@@ -22,6 +26,7 @@ use zaris_raft::{Reply, StateHandle};
 
 use crate::error::ApiError;
 use crate::metrics as m;
+use crate::propose::Proposer;
 use crate::services::NodeContext;
 use crate::tls::TlsSource;
 
@@ -37,15 +42,18 @@ pub struct Authenticate {
     /// The client listener's TLS, when it has a client CA.
     tls: Option<Arc<TlsSource>>,
     state: StateHandle,
+    /// Where a caller this node cannot resolve is sent, unless this node leads.
+    proposer: Proposer,
 }
 
 impl Authenticate {
     /// Checks certificates against `tls`'s client CA, if it has one, and resolves callers
     /// against `state`'s users.
-    pub fn new(tls: Option<Arc<TlsSource>>, state: StateHandle) -> Self {
+    pub fn new(tls: Option<Arc<TlsSource>>, state: StateHandle, proposer: Proposer) -> Self {
         Authenticate {
             tls: tls.filter(|s| s.has_ca()),
             state,
+            proposer,
         }
     }
 }
@@ -86,6 +94,9 @@ impl tonic::service::Interceptor for Authenticate {
             .state
             .read(|d| d.state.auth().resolve(&credential))
             .map_err(|e| {
+                if let Some(redirect) = self.proposer.redirect_to_leader() {
+                    return tonic::Status::from(redirect);
+                }
                 metrics::counter!(m::AUTH_FAILURES, "reason" => "unauthenticated").increment(1);
                 tonic::Status::from(ApiError::from(e))
             })?;
@@ -243,17 +254,30 @@ impl NodeContext {
         &self,
         check: impl FnOnce(&zaris_core::auth::AuthState) -> Result<(), zaris_core::auth::AuthError>,
     ) -> Result<(), ApiError> {
-        self.state.read(|d| check(d.state.auth())).map_err(|e| {
-            metrics::counter!(m::AUTH_FAILURES, "reason" => "denied").increment(1);
-            ApiError::from(e)
-        })
+        self.state
+            .read(|d| check(d.state.auth()))
+            .map_err(|e| self.refuse(e))
+    }
+
+    /// A refusal on the leader; elsewhere, the way to the leader (this node's users and roles may
+    /// be behind).
+    fn refuse(&self, error: zaris_core::auth::AuthError) -> ApiError {
+        if let Some(redirect) = self.proposer.redirect_to_leader() {
+            return redirect;
+        }
+        let reason = match error {
+            zaris_core::auth::AuthError::Unauthenticated(_) => "unauthenticated",
+            zaris_core::auth::AuthError::Denied(_) => "denied",
+        };
+        metrics::counter!(m::AUTH_FAILURES, "reason" => reason).increment(1);
+        ApiError::from(error)
     }
 
     /// Resolves `credential` against the users as they are now.
     pub fn resolve(&self, credential: &Credential) -> Result<Caller, ApiError> {
         self.state
             .read(|d| d.state.auth().resolve(credential))
-            .map_err(ApiError::from)
+            .map_err(|e| self.refuse(e))
     }
 
     /// Checks that `caller` may have `request` proposed, then proposes it. A Grant by a known user
@@ -320,10 +344,7 @@ impl NodeContext {
             }
             Ok(unknown)
         });
-        outcome.map_err(|e: zaris_core::auth::AuthError| {
-            metrics::counter!(m::AUTH_FAILURES, "reason" => "denied").increment(1);
-            ApiError::from(e)
-        })
+        outcome.map_err(|e: zaris_core::auth::AuthError| self.refuse(e))
     }
 
     /// Leases `request` uses that are not live here.
@@ -331,10 +352,7 @@ impl NodeContext {
         let outcome = self
             .state
             .read(|d| d.state.authorize(caller, &request.command));
-        outcome.map_err(|e| {
-            metrics::counter!(m::AUTH_FAILURES, "reason" => "denied").increment(1);
-            ApiError::from(e)
-        })
+        outcome.map_err(|e| self.refuse(e))
     }
 
     /// After a read barrier: the "not found" answer for a lease `request` uses that is still

@@ -266,7 +266,7 @@ impl Node {
         // Every client service, and only through this check: with a client CA, a connection
         // without a certificate gets UNAUTHENTICATED on every call; with auth enabled, so does a
         // call that names no user.
-        let cert_check = Authenticate::new(client_tls.clone(), state.clone());
+        let cert_check = Authenticate::new(client_tls.clone(), state.clone(), proposer.clone());
         let client_server = tonic::transport::Server::builder()
             .add_service(InterceptedService::new(
                 KvServer::new(KvService(context.clone()))

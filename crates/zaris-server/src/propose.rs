@@ -81,6 +81,30 @@ impl Proposer {
         self.raft.metrics().borrow_watched().current_leader == Some(self.node_id)
     }
 
+    /// Where a request this node must not decide goes: NOT_LEADER naming the leader, NO_LEADER
+    /// if none is known, or `None` on the leader itself.
+    pub fn redirect_to_leader(&self) -> Option<ApiError> {
+        let (leader, leader_addr, term) = {
+            // Cloned out at once: the metrics guard must not be held.
+            let metrics = self.raft.metrics();
+            let metrics = metrics.borrow_watched();
+            let leader = metrics.current_leader;
+            let addr = leader
+                .and_then(|id| metrics.membership_config.membership().get_node(&id))
+                .map(|member| member.addr.clone());
+            (leader, addr, metrics.current_term)
+        };
+        match (leader, leader_addr) {
+            (Some(id), _) if id == self.node_id => None,
+            (Some(leader_id), Some(leader_addr)) => Some(ApiError::NotLeader {
+                leader_id,
+                leader_addr,
+                term,
+            }),
+            _ => Some(ApiError::NoLeader),
+        }
+    }
+
     pub fn term(&self) -> u64 {
         self.raft.metrics().borrow_watched().current_term
     }

@@ -118,7 +118,7 @@ fn with_lease(id: LeaseId) -> PutOptions {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tenants_cannot_touch_each_others_leases_keys_or_locks_and_an_admin_can() {
-    let cluster = TestCluster::start(3).await;
+    let mut cluster = TestCluster::start(3).await;
     let open = cluster.client(&[1, 2, 3]).await;
     // Before auth is enabled anyone may manage users; the tokens are made here.
     let root = add_user(&open, "root", true).await;
@@ -305,6 +305,22 @@ async fn tenants_cannot_touch_each_others_leases_keys_or_locks_and_an_admin_can(
             .collect::<Vec<_>>(),
         ["a", "b", "root"]
     );
+    // A node that has not applied the users yet (a new node, not yet added) does not refuse a
+    // valid token: it sends the caller to the leader (here, none it knows of: NO_LEADER,
+    // retryable), which decides. The Jepsen-style harness found this with a wiped, re-added node.
+    let joiner = cluster.start_joiner(4).await;
+    let via_joiner = Client::lazy(
+        [joiner.to_string()],
+        options()
+            .with_timeout(Duration::from_millis(500))
+            .with_token(token_a.clone()),
+    )
+    .expect("client");
+    let err = via_joiner
+        .get("a/x")
+        .await
+        .expect_err("the joiner serves no one");
+    assert_eq!(err.error_code(), Some(ErrorCode::NoLeader), "{err}");
     assert!(matches!(
         kept.revoke().await.expect("a revokes its own lease"),
         Revocation::Revoked { .. }
