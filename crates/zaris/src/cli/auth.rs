@@ -320,16 +320,8 @@ impl Cli {
                 access,
                 prefix,
             } => {
-                let permission = permission(kind, access, prefix);
-                let text = format!("role {role} may {}", permission_text(&permission));
-                self.change(
-                    Change::RoleGrant(AuthRolePermission {
-                        role,
-                        permission: Some(permission),
-                    }),
-                    &text,
-                )
-                .await
+                self.role_permission(role, permission(kind, access, prefix), true)
+                    .await
             }
             RoleCmd::Revoke {
                 role,
@@ -337,18 +329,30 @@ impl Cli {
                 access,
                 prefix,
             } => {
-                let permission = permission(kind, access, prefix);
-                let text = format!("role {role} no longer may {}", permission_text(&permission));
-                self.change(
-                    Change::RoleRevoke(AuthRolePermission {
-                        role,
-                        permission: Some(permission),
-                    }),
-                    &text,
-                )
-                .await
+                self.role_permission(role, permission(kind, access, prefix), false)
+                    .await
             }
         }
+    }
+
+    /// Gives (`grant`) or takes a permission.
+    async fn role_permission(
+        &self,
+        role: String,
+        permission: Permission,
+        grant: bool,
+    ) -> Result<()> {
+        let (verb, change): (&str, fn(AuthRolePermission) -> Change) = if grant {
+            ("may", Change::RoleGrant)
+        } else {
+            ("no longer may", Change::RoleRevoke)
+        };
+        let text = format!("role {role} {verb} {}", permission_text(&permission));
+        let change = change(AuthRolePermission {
+            role,
+            permission: Some(permission),
+        });
+        self.change(change, &text).await
     }
 
     /// Applies one change; prints `done` (or its revision in JSON).
