@@ -318,6 +318,10 @@ impl State {
     /// missing rather than propose (`AuthState::check_lease`).
     pub fn authorize(&self, caller: &Caller, command: &Command) -> Result<Vec<LeaseId>, AuthError> {
         let auth = &self.auth;
+        // Nothing to check (and nothing to copy): auth is off, or an admin calls.
+        if !auth.enabled() || caller.admin {
+            return Ok(Vec::new());
+        }
         let mut unknown = Vec::new();
         let mut lease = |id: LeaseId, usage: LeaseUse| -> Result<(), AuthError> {
             if id == LeaseId::NONE {
