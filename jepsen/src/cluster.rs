@@ -51,6 +51,18 @@ pub struct Spec {
     pub secure: Option<crate::secure::Secure>,
 }
 
+impl Spec {
+    /// This run's cluster name: its process and its directory.
+    pub fn cluster_name(&self) -> String {
+        let run = self
+            .root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        format!("jepsen-{}-{run}", std::process::id())
+    }
+}
+
 #[derive(Debug)]
 struct Node {
     process: Option<ServeProcess>,
@@ -145,6 +157,9 @@ impl Cluster {
                 &self.member_peer_links[&id].addr.to_string(),
             ])
             .args(["--peer-override", &overrides.join(",")])
+            // Runs side by side (CI runs two harnesses at once) must refuse each other's Raft
+            // messages when one's node binds a port another's stopped node let go.
+            .args(["--cluster-name", &spec.cluster_name()])
             .env("RUST_BACKTRACE", "1");
         if join {
             serve = serve.join();

@@ -38,6 +38,10 @@ pub struct TestCluster {
     /// The host part of the members' addresses: `127.0.0.1`, or `localhost` for a cluster whose
     /// members know each other (and clients know them) by a name that must be resolved.
     host: &'static str,
+    /// Unique per cluster: tests run side by side in one process, and a port one cluster's
+    /// stopped node let go may be bound by another's node; a different name makes the nodes
+    /// refuse each other's Raft messages (CLUSTER_MISMATCH) instead of mixing their logs.
+    pub cluster_name: String,
 }
 
 impl std::fmt::Debug for TestCluster {
@@ -49,6 +53,13 @@ impl std::fmt::Debug for TestCluster {
             .field("host", &self.host)
             .finish_non_exhaustive()
     }
+}
+
+/// A cluster name no other cluster of this machine uses at the same time.
+fn unique_cluster_name() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("test-{}-{n}", std::process::id())
 }
 
 /// What a test changes in every node's configuration.
@@ -132,12 +143,20 @@ impl TestCluster {
             client_options: ClientOptions::default().with_timeout(Duration::from_secs(15)),
             clock,
             host,
+            cluster_name: unique_cluster_name(),
         };
         for (id, listener) in listeners {
             let node = cluster.start_node(id, listener, false).await;
             cluster.nodes.insert(id, Some(node));
         }
         cluster
+    }
+
+    /// The id the nodes put on their Raft messages (from [`TestCluster::cluster_name`]).
+    pub fn cluster_id(&self) -> u64 {
+        let mut config = config(1, std::path::PathBuf::new());
+        config.cluster_name = self.cluster_name.clone();
+        config.cluster_id()
     }
 
     fn initial_cluster(&self) -> BTreeMap<u64, Member> {
@@ -169,6 +188,7 @@ impl TestCluster {
 
     async fn start_node(&self, id: u64, listeners: Listeners, join: bool) -> NodeHandle {
         let mut config = config(id, self.data_dir(id));
+        config.cluster_name = self.cluster_name.clone();
         (self.configure)(&mut config);
         if join {
             config.join = true;

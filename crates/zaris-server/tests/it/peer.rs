@@ -45,7 +45,7 @@ async fn garbage_on_the_peer_service_is_refused_and_counted_and_the_node_serves_
     let cluster = TestCluster::start(3).await;
     let leader = cluster.leader().await;
     let client = cluster.client(&[1, 2, 3]).await;
-    let cluster_id = zaris_testkit::cluster::config(leader, std::path::PathBuf::new()).cluster_id();
+    let cluster_id = cluster.cluster_id();
     let mut raw = RaftServiceClient::connect(format!("http://{}", cluster.peer_addrs[&leader]))
         .await
         .expect("connect")
@@ -116,7 +116,7 @@ async fn garbage_on_the_peer_service_is_refused_and_counted_and_the_node_serves_
 async fn the_raft_service_is_served_on_the_peer_port_only() {
     let cluster = TestCluster::start(1).await;
     let leader = cluster.leader().await;
-    let cluster_id = zaris_testkit::cluster::config(leader, std::path::PathBuf::new()).cluster_id();
+    let cluster_id = cluster.cluster_id();
     let message = || RaftMessage {
         cluster_id,
         payload: Vec::new(),

@@ -238,8 +238,9 @@ async fn only_members_with_a_peer_certificate_reach_the_raft_service() {
     let cluster = TestCluster::start_configured(1, certs.configure()).await;
     let leader = cluster.leader().await;
     let peer = format!("https://{}", cluster.peer_addrs[&leader]);
+    let cluster_id = cluster.cluster_id();
     let vote = || RaftMessage {
-        cluster_id: zaris_testkit::cluster::config(leader, PathBuf::new()).cluster_id(),
+        cluster_id,
         payload: Vec::new(),
     };
     let dial = |tls: Option<tonic::transport::ClientTlsConfig>| {
@@ -411,7 +412,7 @@ async fn a_peer_speaks_only_for_the_member_its_certificate_names() {
     let cluster = TestCluster::start_configured(1, certs.configure()).await;
     let leader = cluster.leader().await;
     let peer = format!("https://{}", cluster.peer_addrs[&leader]);
-    let cluster_id = zaris_testkit::cluster::config(leader, PathBuf::new()).cluster_id();
+    let cluster_id = cluster.cluster_id();
     let ca = tonic::transport::Certificate::from_pem(
         std::fs::read(certs.cluster.ca()).expect("read CA"),
     );
