@@ -20,7 +20,7 @@ use std::sync::Arc;
 use rustls::pki_types::CertificateDer;
 use sha2::{Digest as _, Sha256};
 use tonic::metadata::MetadataMap;
-use zaris_core::auth::{Caller, Credential, LeaseAccess, LeaseUse};
+use zaris_core::auth::{AuthError, Caller, Credential};
 use zaris_core::{Command, LeaseId, Rejection, Request};
 use zaris_raft::{Reply, StateHandle};
 
@@ -93,17 +93,25 @@ impl tonic::service::Interceptor for Authenticate {
         let caller = self
             .state
             .read(|d| d.state.auth().resolve(&credential))
-            .map_err(|e| {
-                if let Some(redirect) = self.proposer.redirect_to_leader() {
-                    return tonic::Status::from(redirect);
-                }
-                metrics::counter!(m::AUTH_FAILURES, "reason" => "unauthenticated").increment(1);
-                tonic::Status::from(ApiError::from(e))
-            })?;
+            .map_err(|e| tonic::Status::from(refusal(&self.proposer, e)))?;
         request.extensions_mut().insert(credential);
         request.extensions_mut().insert(caller);
         Ok(request)
     }
+}
+
+/// A refusal (counted) on the leader; elsewhere, the way to the leader: this node's users and
+/// roles may be behind.
+fn refusal(proposer: &Proposer, error: AuthError) -> ApiError {
+    if let Some(redirect) = proposer.redirect_to_leader() {
+        return redirect;
+    }
+    let reason = match error {
+        AuthError::Unauthenticated(_) => "unauthenticated",
+        AuthError::Denied(_) => "denied",
+    };
+    metrics::counter!(m::AUTH_FAILURES, "reason" => reason).increment(1);
+    ApiError::from(error)
 }
 
 /// The caller's credential: a bearer token if the call carries one, else `verified_name`.
@@ -252,25 +260,15 @@ impl NodeContext {
     /// Runs a check against the access-control state as it is now (a denial is counted).
     pub fn check_access(
         &self,
-        check: impl FnOnce(&zaris_core::auth::AuthState) -> Result<(), zaris_core::auth::AuthError>,
+        check: impl FnOnce(&zaris_core::auth::AuthState) -> Result<(), AuthError>,
     ) -> Result<(), ApiError> {
         self.state
             .read(|d| check(d.state.auth()))
             .map_err(|e| self.refuse(e))
     }
 
-    /// A refusal on the leader; elsewhere, the way to the leader (this node's users and roles may
-    /// be behind).
-    fn refuse(&self, error: zaris_core::auth::AuthError) -> ApiError {
-        if let Some(redirect) = self.proposer.redirect_to_leader() {
-            return redirect;
-        }
-        let reason = match error {
-            zaris_core::auth::AuthError::Unauthenticated(_) => "unauthenticated",
-            zaris_core::auth::AuthError::Denied(_) => "denied",
-        };
-        metrics::counter!(m::AUTH_FAILURES, "reason" => reason).increment(1);
-        ApiError::from(error)
+    fn refuse(&self, error: AuthError) -> ApiError {
+        refusal(&self.proposer, error)
     }
 
     /// Resolves `credential` against the users as they are now.
@@ -330,21 +328,9 @@ impl NodeContext {
     }
 
     fn renewable(&self, caller: &Caller, ids: &[LeaseId]) -> Result<Vec<LeaseId>, ApiError> {
-        let outcome = self.state.read(|d| {
-            let auth = d.state.auth();
-            let mut unknown = Vec::new();
-            if !auth.enabled() || caller.admin {
-                return Ok(unknown);
-            }
-            for &id in ids {
-                let exists = d.state.has_lease(id);
-                if auth.check_lease(caller, id, exists, LeaseUse::Renew)? == LeaseAccess::Unknown {
-                    unknown.push(id);
-                }
-            }
-            Ok(unknown)
-        });
-        outcome.map_err(|e: zaris_core::auth::AuthError| self.refuse(e))
+        self.state
+            .read(|d| d.state.authorize_renewal(caller, ids))
+            .map_err(|e| self.refuse(e))
     }
 
     /// Leases `request` uses that are not live here.

@@ -266,28 +266,28 @@ impl Node {
         // Every client service, and only through this check: with a client CA, a connection
         // without a certificate gets UNAUTHENTICATED on every call; with auth enabled, so does a
         // call that names no user.
-        let cert_check = Authenticate::new(client_tls.clone(), state.clone(), proposer.clone());
+        let authenticate = Authenticate::new(client_tls.clone(), state.clone(), proposer.clone());
         let client_server = tonic::transport::Server::builder()
             .add_service(InterceptedService::new(
                 KvServer::new(KvService(context.clone()))
                     .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES)
                     .max_encoding_message_size(MAX_CLIENT_RESPONSE_BYTES),
-                cert_check.clone(),
+                authenticate.clone(),
             ))
             .add_service(InterceptedService::new(
                 LeaseServer::new(LeaseService(context.clone()))
                     .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES),
-                cert_check.clone(),
+                authenticate.clone(),
             ))
             .add_service(InterceptedService::new(
                 LockServer::new(LockService(context.clone()))
                     .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES),
-                cert_check.clone(),
+                authenticate.clone(),
             ))
             .add_service(InterceptedService::new(
                 ClusterServer::new(ClusterService::new(context.clone()))
                     .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES),
-                cert_check.clone(),
+                authenticate.clone(),
             ))
             .add_service(InterceptedService::new(
                 // Responses hold whole revisions, and one revision (a prefix delete, a large
@@ -295,12 +295,12 @@ impl Node {
                 WatchServer::new(WatchService(context.clone()))
                     .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES)
                     .max_encoding_message_size(MAX_CLIENT_RESPONSE_BYTES),
-                cert_check.clone(),
+                authenticate.clone(),
             ))
             .add_service(InterceptedService::new(
                 AuthServer::new(AuthService(context.clone()))
                     .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES),
-                cert_check.clone(),
+                authenticate.clone(),
             ));
         for (what, server, listener, tls) in [
             ("peer", peer_server, listeners.peer, &peer_tls),

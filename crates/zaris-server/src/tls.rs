@@ -6,9 +6,9 @@
 //! - Client listener: server certificate and key; with a client CA, every client must present a
 //!   certificate it signed (mutual TLS). The handshake checks only that the client holds the
 //!   key of the certificate it presents (if any); the chain is checked on every call
-//!   ([`Authenticate`](crate::auth::Authenticate), cached per certificate), which refuses a missing or foreign
-//!   certificate with UNAUTHENTICATED and says why, where a failed handshake shows the client
-//!   only a closed connection.
+//!   ([`Authenticate`](crate::auth::Authenticate), cached per certificate), which refuses a
+//!   missing or foreign certificate with UNAUTHENTICATED and says why, where a failed handshake
+//!   shows the client only a closed connection.
 //! - Peer listener: always mutual. A node presents its peer certificate both when it accepts and
 //!   when it dials, and checks the other side's against the cluster's peer CA; a dialing node
 //!   also checks that the certificate names the member's peer host (standard server-name
@@ -83,7 +83,8 @@ impl TlsFiles {
 /// One consistent read of a listener's files.
 struct Material {
     server: Arc<rustls::ServerConfig>,
-    /// The client listener's chain check ([`Authenticate`](crate::auth::Authenticate)), when it has a client CA.
+    /// The client listener's chain check ([`Authenticate`](crate::auth::Authenticate)), when it
+    /// has a client CA.
     client_chain: Option<Arc<dyn ClientCertVerifier>>,
     /// For dialing peers: the same certificate and key as a client identity, and the CA.
     cert_pem: Vec<u8>,
@@ -102,7 +103,8 @@ pub struct TlsSource {
     /// `client` or `peer`, for logs and metrics.
     listener: &'static str,
     /// Let clients without a certificate finish the handshake (the client listener: its calls
-    /// refuse them, [`Authenticate`](crate::auth::Authenticate)); a certificate, if sent, must still be valid.
+    /// refuse them, [`Authenticate`](crate::auth::Authenticate)); a certificate, if sent, must
+    /// still be valid.
     defer_missing_cert: bool,
     files: TlsFiles,
     /// Shared, not copied: every handshake and every checked call reads it.
@@ -153,13 +155,13 @@ impl TlsSource {
         })
     }
 
-    /// Checks a client's certificate chain against the current client CA (cached for
-    /// [`CHAIN_CHECK_CACHE_TTL`] per chain and generation). `Ok` if no client CA is set.
     /// Whether this listener checks client certificates against a CA.
     pub(crate) fn has_ca(&self) -> bool {
         self.files.ca.is_some()
     }
 
+    /// Checks a client's certificate chain against the current client CA (cached for
+    /// [`CHAIN_CHECK_CACHE_TTL`] per chain and generation). `Ok` if no client CA is set.
     pub(crate) fn check_client_chain(
         &self,
         chain: &[CertificateDer<'static>],

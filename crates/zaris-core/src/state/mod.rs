@@ -323,16 +323,8 @@ impl State {
             return Ok(Vec::new());
         }
         let mut unknown = Vec::new();
-        let mut lease = |id: LeaseId, usage: LeaseUse| -> Result<(), AuthError> {
-            if id == LeaseId::NONE {
-                return Ok(());
-            }
-            let exists = self.leases.contains_key(&id);
-            if auth.check_lease(caller, id, exists, usage)? == LeaseAccess::Unknown {
-                unknown.push(id);
-            }
-            Ok(())
-        };
+        let mut lease =
+            |id: LeaseId, usage: LeaseUse| self.check_lease_use(caller, id, usage, &mut unknown);
         let guard = |guard: Option<&crate::types::Guard>| match guard {
             Some(guard) => auth.check_lock(caller, &guard.lock, Need::Read),
             None => Ok(()),
@@ -400,6 +392,42 @@ impl State {
         Ok(unknown)
     }
 
+    /// [`State::authorize`] of `Renew { ids }`, without building the command (the keepalive
+    /// path checks every request of a stream).
+    pub fn authorize_renewal(
+        &self,
+        caller: &Caller,
+        ids: &[LeaseId],
+    ) -> Result<Vec<LeaseId>, AuthError> {
+        let mut unknown = Vec::new();
+        if !self.auth.enabled() || caller.admin {
+            return Ok(unknown);
+        }
+        for &id in ids {
+            self.check_lease_use(caller, id, LeaseUse::Renew, &mut unknown)?;
+        }
+        Ok(unknown)
+    }
+
+    /// Whether `caller` may use lease `id` (none: always); a lease not live here goes to
+    /// `unknown`.
+    fn check_lease_use(
+        &self,
+        caller: &Caller,
+        id: LeaseId,
+        usage: LeaseUse,
+        unknown: &mut Vec<LeaseId>,
+    ) -> Result<(), AuthError> {
+        if id == LeaseId::NONE {
+            return Ok(());
+        }
+        let exists = self.leases.contains_key(&id);
+        if self.auth.check_lease(caller, id, exists, usage)? == LeaseAccess::Unknown {
+            unknown.push(id);
+        }
+        Ok(())
+    }
+
     // ---- reads -------------------------------------------------------------------------------
 
     pub fn get(&self, key: &[u8]) -> Option<KeyValue> {
@@ -451,11 +479,6 @@ impl State {
             .take(limit)
             .filter_map(|(id, _)| self.lease(*id, false))
             .collect()
-    }
-
-    /// Whether lease `id` is live.
-    pub fn has_lease(&self, id: LeaseId) -> bool {
-        self.leases.contains_key(&id)
     }
 
     /// Like [`State::leases`], but only leases `keep` accepts count towards `limit`.

@@ -1,13 +1,12 @@
 //! Range, Put, DeleteRange, Txn.
 
 use tonic::{Request, Response, Status};
+use zaris_core::auth::Need;
 use zaris_proto::v1::kv_server::Kv;
 use zaris_proto::v1::{
     DeleteRangeRequest, DeleteRangeResponse, PutRequest, PutResponse, RangeRequest, RangeResponse,
     TxnRequest, TxnResponse,
 };
-
-use zaris_core::auth::Need;
 
 use super::NodeContext;
 use crate::auth::caller_of;

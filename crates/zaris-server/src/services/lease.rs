@@ -9,14 +9,13 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::debug;
 use zaris_core::LeaseId;
+use zaris_core::auth::{Credential, LeaseUse};
 use zaris_proto::v1::lease_server::Lease;
 use zaris_proto::v1::{
     LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest, LeaseKeepAliveResponse,
     LeaseListRequest, LeaseListResponse, LeaseRevokeRequest, LeaseRevokeResponse,
     LeaseTimeToLiveRequest, LeaseTimeToLiveResponse,
 };
-
-use zaris_core::auth::{Credential, LeaseUse};
 
 use super::NodeContext;
 use crate::auth::{caller_of, credential_of};

@@ -3,14 +3,13 @@
 use std::time::Duration;
 
 use tonic::{Request, Response, Status};
+use zaris_core::auth::Need;
 use zaris_core::{FencingToken, LeaseId, LockOutcome, Outcome, Revision};
 use zaris_proto::v1::lock_server::Lock;
 use zaris_proto::v1::{
     LockRequest, LockResponse, LockResult, LockStatusRequest, LockStatusResponse, UnlockRequest,
     UnlockResponse,
 };
-
-use zaris_core::auth::Need;
 
 use super::NodeContext;
 use crate::auth::caller_of;

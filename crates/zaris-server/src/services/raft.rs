@@ -82,7 +82,8 @@ impl RaftPeerService {
         }
         refused("identity");
         Err(ApiError::PermissionDenied(format!(
-            "the peer's certificate does not name {host:?}, the peer host of member {sender} it              speaks for"
+            "the peer's certificate does not name {host:?}, the peer host of member {sender} it \
+             speaks for"
         )))
     }
 

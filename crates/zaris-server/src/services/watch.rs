@@ -20,13 +20,12 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::debug;
+use zaris_core::auth::{Credential, Need};
 use zaris_core::{EventKind, KeySelector, Revision};
 use zaris_proto::v1::watch_server::Watch;
 use zaris_proto::v1::{
     WatchCancelReason, WatchCreateRequest, WatchRequest, WatchResponse, watch_request,
 };
-
-use zaris_core::auth::{Credential, Need};
 
 use super::NodeContext;
 use crate::auth::credential_of;
