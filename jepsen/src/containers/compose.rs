@@ -145,15 +145,19 @@ pub async fn run(image: &str) -> Result<()> {
 struct Certs {
     dir: PathBuf,
     image: String,
+    /// Labels the throwaway containers; a leftover one is removed when this drops.
+    run: Run,
 }
 
 impl Certs {
     async fn make(image: &str) -> Result<Certs> {
-        let dir = std::env::temp_dir().join(format!("zaris-test-certs-{}", Run::new().id));
+        let run = Run::new();
+        let dir = std::env::temp_dir().join(format!("zaris-test-certs-{}", run.id));
         std::fs::create_dir(&dir).context("cannot create the certificates' directory")?;
         let certs = Certs {
             dir,
             image: image.to_owned(),
+            run,
         };
         // Writable by the image's user, who makes the files inside it.
         std::fs::set_permissions(
@@ -189,10 +193,16 @@ impl Certs {
     /// `zaris ARGS` in a throwaway container of the image, as its user, with the directory at
     /// /certs.
     fn command(&self, entrypoint: &str, args: &[&str]) -> std::process::Command {
-        let run = Run::new();
         let mut command = std::process::Command::new("docker");
         command
-            .args(["run", "--rm", "--label", &run.label(), "--network", "none"])
+            .args([
+                "run",
+                "--rm",
+                "--label",
+                &self.run.label(),
+                "--network",
+                "none",
+            ])
             .arg("--volume")
             .arg(format!("{}:/certs", self.dir.display()))
             .args(["--entrypoint", entrypoint, &self.image])
