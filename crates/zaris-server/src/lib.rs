@@ -10,6 +10,7 @@ pub mod auth;
 pub mod clock;
 pub mod config;
 pub mod convert;
+mod cutoff;
 pub mod error;
 pub mod faults;
 mod health;

@@ -43,9 +43,11 @@ pub const REQUESTS_REJECTED: &str = "zaris_requests_rejected_total";
 /// `failed`).
 pub const PROPOSALS: &str = "zaris_proposals_total";
 /// Raft messages from peers this node refused, by `reason` (`cluster`: another cluster's;
-/// `malformed`: not a message of this version; `too_large`: a snapshot over the limit).
-/// Messages over the size limit are refused by the gRPC layer before they are counted here.
+/// `malformed`: not a message of this version; `too_large`: a message or snapshot over its
+/// limit; `identity`: speaking for a member the certificate does not name).
 pub const PEER_MESSAGES_REFUSED: &str = "zaris_peer_messages_refused_total";
+/// Connections closed because they earned such a refusal, by `listener` (`cutoff.rs`).
+pub const CONNECTIONS_CUT: &str = "zaris_connections_cut_total";
 /// TLS handshakes that failed on a listener, by `listener` (`client`, `peer`): plaintext, a
 /// certificate from another CA, none where one is required.
 pub const TLS_HANDSHAKE_FAILURES: &str = "zaris_tls_handshake_failures_total";

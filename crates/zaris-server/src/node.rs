@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
+use futures::StreamExt as _;
 use openraft::SnapshotPolicy;
 use openraft::errors::{InitializeError, RaftError};
 use tokio::net::TcpListener;
@@ -26,6 +27,7 @@ use zaris_raft::{Member, Raft, StateHandle};
 use crate::auth::Authenticate;
 use crate::clock::{Clock, MonotonicClock};
 use crate::config::NodeConfig;
+use crate::cutoff::{Connections, PeerGuard};
 use crate::health::{self, Health};
 use crate::lessor_task::{ExpiryLoop, LessorProgress};
 use crate::locks::LockWaiters;
@@ -254,7 +256,9 @@ impl Node {
 
         // The Raft service has a listener of its own: clients never reach it, and it can sit on
         // a private network.
-        let peer_server = tonic::transport::Server::builder().add_service(
+        // A peer whose message is refused is cut off (`cutoff.rs`).
+        let peer_connections = Connections::new("peer");
+        let peer_server = tonic::transport::Server::builder().add_service(PeerGuard::new(
             RaftServiceServer::new(RaftPeerService::new(
                 raft.clone(),
                 cluster_id,
@@ -262,7 +266,8 @@ impl Node {
             ))
             .max_decoding_message_size(MAX_RAFT_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES),
-        );
+            peer_connections.clone(),
+        ));
         // Every client service, and only through this check: with a client CA, a connection
         // without a certificate gets UNAUTHENTICATED on every call; with auth enabled, so does a
         // call that names no user.
@@ -302,22 +307,44 @@ impl Node {
                     .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES),
                 authenticate.clone(),
             ));
-        for (what, server, listener, tls) in [
-            ("peer", peer_server, listeners.peer, &peer_tls),
-            ("client", client_server, listeners.client, &client_tls),
+        for (what, server, listener, tls, connections) in [
+            (
+                "peer",
+                peer_server,
+                listeners.peer,
+                &peer_tls,
+                peer_connections,
+            ),
+            (
+                "client",
+                client_server,
+                listeners.client,
+                &client_tls,
+                Connections::new("client"),
+            ),
         ] {
             let stop = shutdown.clone();
             match tls {
                 Some(tls) => {
-                    let incoming =
-                        crate::tls::incoming(listener, tls.clone(), &tracker, stop.clone());
+                    let incoming = crate::tls::incoming(
+                        listener,
+                        tls.clone(),
+                        connections,
+                        &tracker,
+                        stop.clone(),
+                    );
                     tracker.spawn(serve_grpc(node_id, what, server, incoming, stop))
                 }
                 // Small request/response messages: Nagle's algorithm would hold them back (tens
                 // of ms per Raft round trip on an accepted socket).
                 None => {
                     let incoming = tonic::transport::server::TcpIncoming::from(listener)
-                        .with_nodelay(Some(true));
+                        .with_nodelay(Some(true))
+                        .map(move |accepted| {
+                            let socket = accepted?;
+                            let remote = socket.peer_addr()?;
+                            Ok::<_, std::io::Error>(connections.wrap(socket, remote))
+                        });
                     tracker.spawn(serve_grpc(node_id, what, server, incoming, stop))
                 }
             };

@@ -42,6 +42,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
+use crate::cutoff::{Connections, Severable};
 use crate::metrics as m;
 
 /// How often certificate files are checked for changes.
@@ -454,13 +455,15 @@ pub async fn watch_files(
 /// Accepted TLS connections of `listener`, handshaken with `source`'s current material, as a
 /// stream for tonic. A connection that fails its handshake (plaintext, an unknown CA, no client
 /// certificate where one is required) is closed, counted and logged (rate-limited); the
-/// listener serves on.
-pub fn incoming(
+/// listener serves on. Every connection is registered in `connections`, to be cut off if it
+/// misbehaves.
+pub(crate) fn incoming(
     listener: TcpListener,
     source: Arc<TlsSource>,
+    connections: Connections,
     tracker: &TaskTracker,
     stop: CancellationToken,
-) -> tokio_stream::wrappers::ReceiverStream<io::Result<TlsStream<TcpStream>>> {
+) -> tokio_stream::wrappers::ReceiverStream<io::Result<TlsStream<Severable<TcpStream>>>> {
     let (tx, rx) = tokio::sync::mpsc::channel(MAX_CONCURRENT_HANDSHAKES);
     let handshakes = Arc::new(Semaphore::new(MAX_CONCURRENT_HANDSHAKES));
     let log = Arc::new(Mutex::new(HandshakeLog::default()));
@@ -485,6 +488,7 @@ pub fn incoming(
                 }
             };
             let _ = socket.set_nodelay(true);
+            let socket = connections.wrap(socket, remote);
             let (tx, source, log) = (tx.clone(), source.clone(), log.clone());
             handshake_tasks.spawn(async move {
                 let _permit = permit;

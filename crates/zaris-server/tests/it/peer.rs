@@ -1,7 +1,7 @@
 //! The Raft peer service: on its own listener, never on the client port; its bounds: a batch of entries larger than one peer message goes in parts
 //! (a follower that fell behind by more than a message's worth of large entries catches up from
 //! the log), and garbage, another cluster's messages or oversized ones are refused with clear
-//! errors, counted, while the node goes on serving.
+//! errors, counted, and their connections cut off, while the node goes on serving.
 
 use tonic::Code;
 use zaris_client::PutOptions;
@@ -41,19 +41,37 @@ async fn a_follower_behind_by_more_than_a_message_catches_up_from_the_log() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn garbage_on_the_peer_service_is_refused_and_counted_and_the_node_serves_on() {
+async fn garbage_on_the_peer_service_is_refused_counted_and_cut_off_and_the_node_serves_on() {
     let cluster = TestCluster::start(3).await;
     let leader = cluster.leader().await;
     let client = cluster.client(&[1, 2, 3]).await;
     let cluster_id = cluster.cluster_id();
-    let mut raw = RaftServiceClient::connect(format!("http://{}", cluster.peer_addrs[&leader]))
-        .await
-        .expect("connect")
-        .max_encoding_message_size(64 * 1024 * 1024);
-    let malformed_before = counter("zaris_peer_messages_refused_total", "reason=\"malformed\"");
-    let cluster_before = counter("zaris_peer_messages_refused_total", "reason=\"cluster\"");
+    let peer_addr = cluster.peer_addrs[&leader];
+    // A connection of its own for each case, kept open by the test: each one is cut off by the
+    // node after its refusal.
+    let connect = || async {
+        RaftServiceClient::connect(format!("http://{peer_addr}"))
+            .await
+            .expect("connect")
+            .max_encoding_message_size(64 * 1024 * 1024)
+    };
+    let refused = |reason: &str| {
+        counter(
+            "zaris_peer_messages_refused_total",
+            &format!("reason=\"{reason}\""),
+        )
+    };
+    let cut = || counter("zaris_connections_cut_total", "listener=\"peer\"");
+    let (malformed_before, cluster_before, large_before, cut_before) = (
+        refused("malformed"),
+        refused("cluster"),
+        refused("too_large"),
+        cut(),
+    );
 
-    let garbage = raw
+    let mut connections = Vec::new();
+    connections.push(connect().await);
+    let garbage = connections[0]
         .append_entries(RaftMessage {
             cluster_id,
             payload: b"\x02 not an AppendEntries at all".to_vec(),
@@ -66,7 +84,8 @@ async fn garbage_on_the_peer_service_is_refused_and_counted_and_the_node_serves_
         "{garbage:?}"
     );
 
-    let unversioned = raw
+    connections.push(connect().await);
+    let unversioned = connections[1]
         .vote(RaftMessage {
             cluster_id,
             payload: vec![0xff; 64],
@@ -75,7 +94,8 @@ async fn garbage_on_the_peer_service_is_refused_and_counted_and_the_node_serves_
         .expect_err("an unknown format version");
     assert_eq!(unversioned.code(), Code::InvalidArgument, "{unversioned:?}");
 
-    let stranger = raw
+    connections.push(connect().await);
+    let stranger = connections[2]
         .append_entries(RaftMessage {
             cluster_id: cluster_id ^ 1,
             payload: Vec::new(),
@@ -87,7 +107,8 @@ async fn garbage_on_the_peer_service_is_refused_and_counted_and_the_node_serves_
         "{stranger:?}"
     );
 
-    let oversized = raw
+    connections.push(connect().await);
+    let oversized = connections[3]
         .append_entries(RaftMessage {
             cluster_id,
             payload: vec![0; MAX_RAFT_MESSAGE_BYTES + 1],
@@ -96,12 +117,22 @@ async fn garbage_on_the_peer_service_is_refused_and_counted_and_the_node_serves_
         .expect_err("a message over the limit");
     assert_eq!(oversized.code(), Code::OutOfRange, "{oversized:?}");
 
-    assert!(
-        counter("zaris_peer_messages_refused_total", "reason=\"malformed\"")
-            >= malformed_before + 2.0
-    );
-    assert!(counter("zaris_peer_messages_refused_total", "reason=\"cluster\"") > cluster_before);
-    // The node (still the leader) serves, and the cluster commits.
+    assert!(refused("malformed") >= malformed_before + 2.0);
+    assert!(refused("cluster") > cluster_before);
+    assert!(refused("too_large") > large_before);
+    // Each of the four connections is closed by the node: counted when it is really dropped.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while cut() < cut_before + 4.0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "only {} of 4 refused connections were cut off",
+            cut() - cut_before
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    drop(connections);
+    // The node (still the leader) serves, and the cluster commits: its members' connections
+    // were never cut.
     client
         .put("after/garbage", "ok", PutOptions::default())
         .await

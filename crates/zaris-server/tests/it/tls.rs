@@ -439,21 +439,23 @@ async fn a_peer_speaks_only_for_the_member_its_certificate_names() {
                 zaris_raft::Vote::new(0, node_id),
                 None,
             );
-            RaftServiceClient::new(channel)
+            let answer = RaftServiceClient::new(channel.clone())
                 .vote(RaftMessage {
                     cluster_id,
                     payload: zaris_core::codec::encode(&request).expect("encode"),
                 })
                 .await
                 .map(drop)
-                .map_err(|status| (status.code(), status.message().to_owned()))
+                .map_err(|status| (status.code(), status.message().to_owned()));
+            // The connection too: kept open by the test, so that only the node can close it.
+            (answer, channel)
         }
     };
     let refused_before = counter("zaris_peer_messages_refused_total", "reason=\"identity\"");
+    let cut_before = counter("zaris_connections_cut_total", "listener=\"peer\"");
     let elsewhere = certs.cluster.issue("elsewhere", &["peer.example"]);
-    let refused = vote_as(elsewhere, leader)
-        .await
-        .expect_err("a certificate for another host");
+    let (refused, _open_elsewhere) = vote_as(elsewhere, leader).await;
+    let refused = refused.expect_err("a certificate for another host");
     assert_eq!(refused.0, Code::PermissionDenied, "{refused:?}");
     assert!(
         refused.1.contains("does not name \"127.0.0.1\""),
@@ -463,9 +465,8 @@ async fn a_peer_speaks_only_for_the_member_its_certificate_names() {
         cert: certs.dir.join("peer-1.pem"),
         key: certs.dir.join("peer-1-key.pem"),
     };
-    let stranger = vote_as(member.clone(), 9)
-        .await
-        .expect_err("a node id that is no member");
+    let (stranger, _open_stranger) = vote_as(member.clone(), 9).await;
+    let stranger = stranger.expect_err("a node id that is no member");
     assert_eq!(stranger.0, Code::PermissionDenied, "{stranger:?}");
     assert!(
         stranger.1.contains("node 9 is not a member"),
@@ -473,9 +474,19 @@ async fn a_peer_speaks_only_for_the_member_its_certificate_names() {
     );
     vote_as(member, leader)
         .await
+        .0
         .expect("the member's own certificate reaches Raft");
     assert!(
         counter("zaris_peer_messages_refused_total", "reason=\"identity\"") >= refused_before + 2.0
     );
+    // Both refused connections are cut off (the TLS listener's path); counted once dropped.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while counter("zaris_connections_cut_total", "listener=\"peer\"") < cut_before + 2.0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the refused TLS connections were not cut off"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     cluster.shutdown().await;
 }
