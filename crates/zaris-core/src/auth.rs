@@ -156,6 +156,19 @@ pub enum AuthCommand {
 }
 
 impl AuthCommand {
+    /// Whether the change may add to the directory (so must fit the state quota). Deletes,
+    /// revokes and the switch never do, so a full state can always be tidied.
+    pub fn may_grow(&self) -> bool {
+        matches!(
+            self,
+            AuthCommand::UserAdd { .. }
+                | AuthCommand::UserSetToken { .. }
+                | AuthCommand::UserGrantRole { .. }
+                | AuthCommand::RoleAdd { .. }
+                | AuthCommand::RoleGrant { .. }
+        )
+    }
+
     /// Stateless checks: names and prefixes within their limits.
     pub fn validate(&self) -> Result<(), String> {
         match self {
@@ -289,6 +302,12 @@ pub struct AuthState {
 impl AuthState {
     pub fn enabled(&self) -> bool {
         self.enabled
+    }
+
+    /// The encoded size of the users and roles (lease owners are charged with their leases).
+    pub fn directory_bytes(&self) -> u64 {
+        // Encoding into a counter cannot fail for these types; 0 would only under-charge.
+        crate::codec::encoded_size(&(&self.users, &self.roles)).map_or(0, |n| n as u64)
     }
 
     pub fn users(&self) -> &BTreeMap<String, User> {

@@ -17,15 +17,66 @@ use crate::state::State;
 /// issue 12); the state's encoding did not change.
 /// Version 4: users, roles and lease owners (`AuthState`) end the state; commands `GrantOwned`
 /// and `Auth` (issue 12).
-pub const FORMAT_VERSION: u8 = 4;
+/// Version 5: the limits end with `max_state_bytes`, the state quota (issue 12).
+pub const FORMAT_VERSION: u8 = 5;
 
-/// Format versions whose [`State`] encoding this release reads. Versions 2 and 3 encode the state
-/// without its last field, the `AuthState` (bincode writes fields one after another, untagged),
-/// so such a backup (`zaris snapshot save`) restores here with no users, roles or owners.
-pub const STATE_FORMAT_VERSIONS: [u8; 3] = [2, 3, FORMAT_VERSION];
+/// Format versions whose [`State`] encoding this release reads (see [`State::restore`]).
+pub const STATE_FORMAT_VERSIONS: [u8; 4] = [2, 3, 4, FORMAT_VERSION];
 
 /// Versions whose state lacks the trailing `AuthState`.
 const STATE_VERSIONS_WITHOUT_AUTH: [u8; 2] = [2, 3];
+
+/// Versions whose limits lack `max_state_bytes`.
+const STATE_VERSIONS_WITHOUT_QUOTA: [u8; 3] = [2, 3, 4];
+
+/// The limits as versions 2 to 4 encode them: [`crate::limits::Limits`] without its last field.
+#[derive(serde::Deserialize)]
+struct LimitsWithoutQuota {
+    max_key_bytes: u32,
+    max_value_bytes: u32,
+    max_lock_name_bytes: u32,
+    min_ttl_ms: crate::types::DurationMs,
+    max_ttl_ms: crate::types::DurationMs,
+    max_txn_ops: u32,
+    max_batch_ids: u32,
+    max_waiters_per_lock: u32,
+    max_keys_per_lease: u32,
+    max_leases: u64,
+    dedup_capacity: u32,
+    dedup_max_bytes: u64,
+}
+
+/// Rewrites a state record of version 2, 3 or 4 as this version's: the limits get the default
+/// quota, and versions 2 and 3 an empty `AuthState` at the end (bincode writes fields one after
+/// another, untagged, so the rest of the encoding is the same).
+fn upgrade_state(bytes: &[u8]) -> Result<Vec<u8>, CodecError> {
+    let (&version, body) = bytes.split_first().ok_or(CodecError::Empty)?;
+    let (old, used): (LimitsWithoutQuota, usize) =
+        bincode::serde::decode_from_slice(body, config())
+            .map_err(|e| CodecError::Decode(e.to_string()))?;
+    let limits = crate::limits::Limits {
+        max_key_bytes: old.max_key_bytes,
+        max_value_bytes: old.max_value_bytes,
+        max_lock_name_bytes: old.max_lock_name_bytes,
+        min_ttl_ms: old.min_ttl_ms,
+        max_ttl_ms: old.max_ttl_ms,
+        max_txn_ops: old.max_txn_ops,
+        max_batch_ids: old.max_batch_ids,
+        max_waiters_per_lock: old.max_waiters_per_lock,
+        max_keys_per_lease: old.max_keys_per_lease,
+        max_leases: old.max_leases,
+        dedup_capacity: old.dedup_capacity,
+        dedup_max_bytes: old.dedup_max_bytes,
+        max_state_bytes: crate::limits::DEFAULT_MAX_STATE_BYTES,
+    };
+    let mut upgraded = encode(&limits)?;
+    upgraded.extend_from_slice(&body[used..]);
+    if STATE_VERSIONS_WITHOUT_AUTH.contains(&version) {
+        let no_auth = encode(&crate::auth::AuthState::default())?;
+        upgraded.extend_from_slice(&no_auth[1..]);
+    }
+    Ok(upgraded)
+}
 
 /// Upper bound for a record that arrives over the network or sits in a log entry.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -134,18 +185,26 @@ impl State {
         encode(self)
     }
 
-    /// Rebuilds a state from [`State::snapshot`] bytes, checking its invariants.
+    /// Rebuilds a state from [`State::snapshot`] bytes, checking its invariants. A state of an
+    /// older version ([`STATE_FORMAT_VERSIONS`]) is upgraded: no users, roles or owners before
+    /// version 4, and before version 5 the default quota, or the state's own size where that is
+    /// larger (so that every write that fitted before still fits).
     pub fn restore(bytes: &[u8]) -> Result<State, CodecError> {
-        let state: State = match bytes.first() {
-            Some(version) if STATE_VERSIONS_WITHOUT_AUTH.contains(version) => {
-                // The same bytes followed by an empty AuthState are this version's encoding.
-                let mut upgraded = bytes.to_vec();
-                let no_auth = encode(&crate::auth::AuthState::default())?;
-                upgraded.extend_from_slice(&no_auth[1..]);
-                decode_versions(&upgraded, MAX_SNAPSHOT_BYTES, &STATE_VERSIONS_WITHOUT_AUTH)?
-            }
-            _ => decode_versions(bytes, MAX_SNAPSHOT_BYTES, &STATE_FORMAT_VERSIONS)?,
+        if bytes.len() > MAX_SNAPSHOT_BYTES {
+            return Err(CodecError::TooLarge {
+                len: bytes.len(),
+                max: MAX_SNAPSHOT_BYTES,
+            });
+        }
+        let legacy = bytes
+            .first()
+            .is_some_and(|v| STATE_VERSIONS_WITHOUT_QUOTA.contains(v));
+        let mut state: State = if legacy {
+            decode_unchecked(&upgrade_state(bytes)?, usize::MAX)?
+        } else {
+            decode_versions(bytes, MAX_SNAPSHOT_BYTES, &STATE_FORMAT_VERSIONS)?
         };
+        state.restored(legacy);
         state
             .check_invariants()
             .map_err(|broken| CodecError::Decode(format!("snapshot is inconsistent: {broken}")))?;

@@ -35,6 +35,25 @@ pub const DEFAULT_DEDUP_CAPACITY: u32 = 65_536;
 pub const DEFAULT_DEDUP_MAX_BYTES: u64 = 16 * 1024 * 1024;
 /// The smallest `dedup_max_bytes` accepted: a response of up to 1/256 of it is remembered whole.
 pub const MIN_DEDUP_MAX_BYTES: u64 = 64 * 1024;
+/// The largest `dedup_max_bytes` accepted.
+pub const MAX_DEDUP_MAX_BYTES: u64 = 1024 * 1024 * 1024;
+/// The largest `dedup_capacity` accepted.
+pub const MAX_DEDUP_CAPACITY: u32 = 16 * 1024 * 1024;
+/// The state quota: keys, values, leases, lock places, users and roles, as `state/size.rs`
+/// charges them (etcd's default backend quota is also 2 GiB).
+pub const DEFAULT_MAX_STATE_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+/// The smallest quota accepted.
+pub const MIN_STATE_BYTES: u64 = 1024 * 1024;
+/// The largest quota accepted: with the largest de-duplication table, a snapshot then stays
+/// below the codec's absolute ceiling (`codec::MAX_SNAPSHOT_BYTES`).
+pub const MAX_STATE_BYTES: u64 = 8 * 1024 * 1024 * 1024;
+/// What a snapshot holds beyond what the quota and the de-duplication table charge: the limits,
+/// counters, the switch and the lengths of the tables.
+const SNAPSHOT_FIXED_BYTES: u64 = 64 * 1024;
+/// Charged per remembered request beyond `dedup_max_bytes`' own charge: the estimate that
+/// charge is built on may undercount an encoded response by a few bytes per item, so twice the
+/// bytes are allowed, plus the entry's ids and revisions.
+const DEDUP_ENTRY_ENCODED_BYTES: u64 = 64;
 
 /// The bounds, validated before a request is proposed and re-checked when it is applied.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,6 +70,8 @@ pub struct Limits {
     pub max_leases: u64,
     pub dedup_capacity: u32,
     pub dedup_max_bytes: u64,
+    /// The state quota, in bytes (`state/size.rs` says what is charged).
+    pub max_state_bytes: u64,
 }
 
 impl Default for Limits {
@@ -68,6 +89,7 @@ impl Default for Limits {
             max_leases: DEFAULT_MAX_LEASES,
             dedup_capacity: DEFAULT_DEDUP_CAPACITY,
             dedup_max_bytes: DEFAULT_DEDUP_MAX_BYTES,
+            max_state_bytes: DEFAULT_MAX_STATE_BYTES,
         }
     }
 }
@@ -83,6 +105,7 @@ pub enum LimitKind {
     WaitersPerLock,
     KeysPerLease,
     Leases,
+    StateBytes,
 }
 
 impl LimitKind {
@@ -97,6 +120,7 @@ impl LimitKind {
             LimitKind::WaitersPerLock => "max_waiters_per_lock",
             LimitKind::KeysPerLease => "max_keys_per_lease",
             LimitKind::Leases => "max_leases",
+            LimitKind::StateBytes => "max_state_bytes",
         }
     }
 }
@@ -119,6 +143,7 @@ impl Limits {
             LimitKind::WaitersPerLock => self.max_waiters_per_lock.into(),
             LimitKind::KeysPerLease => self.max_keys_per_lease.into(),
             LimitKind::Leases => self.max_leases,
+            LimitKind::StateBytes => self.max_state_bytes,
         }
     }
 
@@ -145,12 +170,53 @@ impl Limits {
                 return Err(format!("{kind} must be at least 1"));
             }
         }
-        if self.dedup_max_bytes < MIN_DEDUP_MAX_BYTES {
-            return Err(format!(
-                "dedup_max_bytes must be at least {MIN_DEDUP_MAX_BYTES}, not {}",
-                self.dedup_max_bytes
-            ));
+        let ranges = [
+            (
+                "dedup_max_bytes",
+                self.dedup_max_bytes,
+                MIN_DEDUP_MAX_BYTES,
+                MAX_DEDUP_MAX_BYTES,
+            ),
+            (
+                "dedup_capacity",
+                self.dedup_capacity.into(),
+                0,
+                MAX_DEDUP_CAPACITY.into(),
+            ),
+            (
+                "max_state_bytes",
+                self.max_state_bytes,
+                MIN_STATE_BYTES,
+                MAX_STATE_BYTES,
+            ),
+        ];
+        for (name, value, min, max) in ranges {
+            if !(min..=max).contains(&value) {
+                return Err(format!(
+                    "{name} must be between {min} and {max}, not {value}"
+                ));
+            }
         }
         Ok(())
     }
+
+    /// The largest snapshot a state within these limits can encode to: the quota, the
+    /// de-duplication table's bound and a fixed part (`state/size.rs` charges every record at
+    /// least its encoded size; a property test checks it). A node refuses a larger snapshot
+    /// from a peer.
+    pub fn max_snapshot_bytes(&self) -> u64 {
+        self.max_state_bytes
+            .saturating_add(self.dedup_max_bytes.saturating_mul(2))
+            .saturating_add(u64::from(self.dedup_capacity) * DEDUP_ENTRY_ENCODED_BYTES)
+            .saturating_add(SNAPSHOT_FIXED_BYTES)
+    }
 }
+
+// Limits that pass `check` always give a snapshot bound below the codec's ceiling.
+const _: () = assert!(
+    MAX_STATE_BYTES
+        + 2 * MAX_DEDUP_MAX_BYTES
+        + MAX_DEDUP_CAPACITY as u64 * DEDUP_ENTRY_ENCODED_BYTES
+        + SNAPSHOT_FIXED_BYTES
+        <= crate::codec::MAX_SNAPSHOT_BYTES as u64
+);

@@ -263,6 +263,8 @@ impl Node {
                 raft.clone(),
                 cluster_id,
                 peer_tls.is_some(),
+                state.clone(),
+                config.limits.clone(),
             ))
             .max_decoding_message_size(MAX_RAFT_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES),

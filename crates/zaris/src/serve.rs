@@ -68,6 +68,12 @@ pub struct ServeArgs {
     /// Shortest TTL a lease may have, ms (must exceed the election timeout). Default 2000.
     #[arg(long, env = "ZARIS_MIN_TTL_MS")]
     min_ttl_ms: Option<u64>,
+    /// The state quota, bytes: keys, values, leases, lock places, users and roles; writes that
+    /// would grow the state past it are refused (CAPACITY_EXCEEDED). Also bounds the snapshots
+    /// this node accepts from peers. Like every limit, fixed when the cluster is bootstrapped:
+    /// give every member the same. Default 2147483648 (2 GiB), at most 8 GiB.
+    #[arg(long, env = "ZARIS_MAX_STATE_BYTES")]
+    max_state_bytes: Option<u64>,
     /// Cluster name; nodes of different clusters refuse each other. Default "zaris".
     #[arg(long, env = "ZARIS_CLUSTER_NAME")]
     cluster_name: Option<String>,
@@ -124,6 +130,7 @@ struct FileConfig {
     heartbeat_ms: Option<u64>,
     revoke_rate: Option<u32>,
     min_ttl_ms: Option<u64>,
+    max_state_bytes: Option<u64>,
     cluster_name: Option<String>,
     snapshot_entries: Option<u64>,
     resolve_timeout_ms: Option<u64>,
@@ -248,6 +255,9 @@ pub(crate) fn build_config(args: &ServeArgs) -> anyhow::Result<(NodeConfig, Opti
     }
     if let Some(ms) = args.min_ttl_ms.or(file.min_ttl_ms) {
         config.limits.min_ttl_ms = DurationMs::new(ms);
+    }
+    if let Some(bytes) = args.max_state_bytes.or(file.max_state_bytes) {
+        config.limits.max_state_bytes = bytes;
     }
     if let Some(name) = args.cluster_name.clone().or(file.cluster_name) {
         config.cluster_name = name;
@@ -490,6 +500,17 @@ mod tests {
             error
                 .to_string()
                 .contains("must exceed the election timeout")
+        );
+        let args = ServeArgs {
+            max_state_bytes: Some(1024),
+            ..ServeArgs::default()
+        };
+        let error = build_config(&args).expect_err("a quota below its minimum");
+        assert!(
+            error
+                .to_string()
+                .contains("max_state_bytes must be between"),
+            "{error:#}"
         );
         let args = ServeArgs {
             snapshot_entries: Some(0),

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
+use super::size::key_bytes;
 use super::{State, Stored};
 use crate::limits::LimitKind;
 use crate::outcome::{Effects, Event, EventKind, Rejection};
@@ -90,6 +91,10 @@ impl State {
         fx: &mut Effects,
     ) -> Option<KeyValue> {
         let prev = self.kv.get(key).map(|s| s.to_kv(key));
+        self.footprint.keys += key_bytes(key, value);
+        if let Some(p) = &prev {
+            self.footprint.keys -= key_bytes(key, &p.value);
+        }
         let (create_revision, version) = match &prev {
             Some(p) => (p.create_revision, p.version + 1),
             None => (rev, 1),
@@ -139,6 +144,7 @@ impl State {
         fx: &mut Effects,
     ) -> Option<KeyValue> {
         let stored = self.kv.remove(key)?;
+        self.footprint.keys -= key_bytes(key, &stored.value);
         self.unbind(stored.lease, key);
         let prev = stored.to_kv(key);
         fx.events.push(Event {

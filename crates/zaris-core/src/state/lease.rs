@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 
+use super::size::lock_place_bytes;
 use super::{Holder, Lease, State};
 use crate::command::ExpiredLease;
 use crate::limits::LimitKind;
@@ -45,6 +46,7 @@ impl State {
                 LeaseId::MAX
             )));
         }
+        self.check_room(super::size::LEASE_BYTES)?;
         self.next_lease_id = self.next_lease_id.max(id.next());
         self.leases.insert(
             id,
@@ -145,7 +147,10 @@ impl State {
             self.auth.forget_lease(id);
             for name in &lease.waiting {
                 if let Some(lock) = self.locks.get_mut(name) {
+                    let before = lock.waiters.len();
                     lock.waiters.retain(|w| *w != id);
+                    self.footprint.lock_places -=
+                        (before - lock.waiters.len()) as u64 * lock_place_bytes(name);
                 }
             }
             for name in lease.holding {
@@ -177,6 +182,9 @@ impl State {
         fx: &mut Effects,
     ) -> Option<(LeaseId, FencingToken)> {
         let lock = self.locks.get_mut(name)?;
+        // The holder's place goes: to the next waiter, whose waiting place it was, or with the
+        // lock.
+        self.footprint.lock_places -= lock_place_bytes(name);
         let Some(next) = lock.waiters.pop_front() else {
             self.locks.remove(name);
             return None;

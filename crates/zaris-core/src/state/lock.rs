@@ -2,6 +2,7 @@
 
 use std::collections::VecDeque;
 
+use super::size::lock_place_bytes;
 use super::{Holder, Lock, State};
 use crate::limits::LimitKind;
 use crate::outcome::{
@@ -27,8 +28,20 @@ impl State {
             return Ok(Outcome::Lock(LockOutcome::Held { token }));
         }
         let max_waiters = self.limits.max_waiters_per_lock;
+        let place_bytes = lock_place_bytes(name);
+        // A new place (holder of a free lock, or a waiter) must fit the quota.
+        let needs_room = match self.locks.get(name) {
+            None => true,
+            Some(lock) => {
+                wait && lock.holder.lease != lease && !lock.waiters.iter().any(|w| *w == lease)
+            }
+        };
+        if needs_room {
+            self.check_room(place_bytes)?;
+        }
         let outcome = match self.locks.get_mut(name) {
             None => {
+                self.footprint.lock_places += place_bytes;
                 let token = FencingToken::acquired_at(rev);
                 self.locks.insert(
                     name.to_string(),
@@ -68,6 +81,7 @@ impl State {
                         actual: lock.waiters.len() as u64 + 1,
                     });
                 } else {
+                    self.footprint.lock_places += place_bytes;
                     lock.waiters.push_back(lease);
                     if let Some(l) = self.leases.get_mut(&lease) {
                         l.waiting.insert(name.to_string());
@@ -99,7 +113,10 @@ impl State {
         if previous.lease == lease {
             return None;
         }
+        let before = lock.waiters.len();
         lock.waiters.retain(|w| *w != lease);
+        // The old holder's place goes to `lease`; its waiting place, if any, goes.
+        self.footprint.lock_places -= (before - lock.waiters.len()) as u64 * lock_place_bytes(name);
         let token = FencingToken::acquired_at(rev);
         lock.holder = Holder { lease, token };
         if let Some(l) = self.leases.get_mut(&previous.lease) {
@@ -169,6 +186,7 @@ impl State {
         if lock.waiters.len() == before {
             return Outcome::Cancelled(CancelOutcome::NotWaiting);
         }
+        self.footprint.lock_places -= lock_place_bytes(name);
         if let Some(l) = self.leases.get_mut(&lease) {
             l.waiting.remove(name);
         }

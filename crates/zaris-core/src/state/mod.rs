@@ -7,6 +7,7 @@ mod dedup;
 mod kv;
 mod lease;
 mod lock;
+mod size;
 mod txn;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -126,6 +127,9 @@ pub struct State {
     /// Users, roles and lease owners. Last, so that a state encoded before auth existed (format
     /// versions 2 and 3) decodes as itself with an empty `AuthState` appended (`State::restore`).
     auth: AuthState,
+    /// What the quota measures (`size.rs`). Derived, not state: counted again on restore.
+    #[serde(skip)]
+    footprint: size::Footprint,
     /// Deliberate bugs (none unless built with `fault-injection`). Configuration, not state:
     /// never in a snapshot or the digest, so whoever restores a state sets them again
     /// ([`State::set_faults`]).
@@ -141,7 +145,7 @@ impl Default for State {
 
 impl State {
     pub fn new(limits: Limits) -> Self {
-        State {
+        let mut state = State {
             limits,
             limits_set: false,
             last_applied: Revision::ZERO,
@@ -152,7 +156,20 @@ impl State {
             locks: BTreeMap::new(),
             dedup: Dedup::default(),
             auth: AuthState::default(),
+            footprint: size::Footprint::default(),
             faults: crate::faults::Faults::default(),
+        };
+        state.recount_footprint();
+        state
+    }
+
+    /// Completes a decoded state: counts its footprint, and gives a state from before the quota
+    /// existed (`legacy`) a quota it fits in.
+    pub(crate) fn restored(&mut self, legacy: bool) {
+        self.recount_footprint();
+        if legacy && self.footprint_bytes() > self.limits.max_state_bytes {
+            self.limits.max_state_bytes =
+                self.footprint_bytes().min(crate::limits::MAX_STATE_BYTES);
         }
     }
 
@@ -265,6 +282,7 @@ impl State {
             } => {
                 self.check_guard(guard.as_ref())?;
                 self.check_can_bind(*lease, std::iter::once(key.as_slice()))?;
+                self.check_room(self.put_growth(key, value))?;
                 let prev = self.put(rev, key, value, *lease, fx);
                 Ok(Outcome::Put {
                     prev: prev.filter(|_| *prev_kv),
@@ -292,7 +310,16 @@ impl State {
             Command::LockCancel { name, lease } => Ok(self.lock_cancel(name, *lease)),
             Command::SetLimits(limits) => {
                 // Bounds apply to what is admitted from now on; what exists stays (a lock may keep
-                // more waiters than a lowered limit allows until they leave).
+                // more waiters than a lowered limit allows until they leave). The quota is the
+                // exception: a snapshot is held to what the limits allow, so a state must never
+                // be larger than its quota.
+                if self.footprint_bytes() > limits.max_state_bytes {
+                    return Err(Rejection::InvalidArgument(format!(
+                        "max_state_bytes {} is below the state's current size, {} bytes",
+                        limits.max_state_bytes,
+                        self.footprint_bytes()
+                    )));
+                }
                 self.limits = limits.clone();
                 self.limits_set = true;
                 self.dedup
@@ -300,7 +327,11 @@ impl State {
                 Ok(Outcome::LimitsSet)
             }
             Command::Auth(change) => {
+                if change.may_grow() {
+                    self.check_room(size::AUTH_CHANGE_BYTES)?;
+                }
                 self.auth.apply(change).map_err(Rejection::AuthRefused)?;
+                self.footprint.directory = self.auth.directory_bytes();
                 Ok(Outcome::AuthChanged)
             }
         }
@@ -559,6 +590,13 @@ impl State {
     /// Checks every structural invariant; tests call it after each step. Returns the first broken
     /// one, described.
     pub fn check_invariants(&self) -> Result<(), String> {
+        if self.footprint_bytes() > self.limits.max_state_bytes {
+            return Err(format!(
+                "the state takes {} bytes, above its quota of {}",
+                self.footprint_bytes(),
+                self.limits.max_state_bytes
+            ));
+        }
         let mut counted: BTreeMap<LeaseId, u32> = BTreeMap::new();
         for (key, stored) in &self.kv {
             if stored.version == 0 || stored.create_revision > stored.mod_revision {

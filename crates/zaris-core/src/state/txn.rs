@@ -26,6 +26,15 @@ impl State {
         for (lease, keys) in puts_by_lease(puts) {
             self.check_can_bind(lease, keys.into_iter())?;
         }
+        // The quota, as conservatively: each put is charged as if nothing before it changed.
+        let growth = ops
+            .iter()
+            .map(|op| match op {
+                TxnOp::Put { key, value, .. } => self.put_growth(key, value),
+                _ => 0,
+            })
+            .fold(0u64, u64::saturating_add);
+        self.check_room(growth)?;
 
         let results = ops
             .iter()

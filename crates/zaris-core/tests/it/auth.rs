@@ -6,7 +6,7 @@ use zaris_core::auth::{
 };
 use zaris_core::{
     Command, Compare, CompareOp, CompareTarget, Guard, KeySelector, LeaseId, Limits, Outcome,
-    Rejection, State, Txn, TxnOp,
+    Rejection, State, Txn, TxnOp, codec,
 };
 
 use super::{Log, TTL, acquire, lease, token};
@@ -492,7 +492,7 @@ fn an_owner_is_forgotten_with_its_lease_and_unowned_leases_stay_usable() {
 }
 
 #[test]
-fn auth_survives_a_snapshot_and_a_version_3_backup_restores_without_it() {
+fn auth_survives_a_snapshot_and_version_3_and_4_backups_restore_without_what_they_lack() {
     let mut log = tenants();
     let owned = grant_as(&mut log, "a");
     let bytes = log.state.snapshot().expect("snapshot");
@@ -500,13 +500,27 @@ fn auth_survives_a_snapshot_and_a_version_3_backup_restores_without_it() {
     assert_eq!(restored, log.state);
     assert_eq!(restored.auth().lease_owner(owned), Some("a"));
 
-    // A version-3 state is this encoding without the trailing AuthState (empty: 4 zero bytes).
+    // A version-4 state is this encoding without the quota, the limits' last field; a version-3
+    // one also lacks the trailing AuthState (empty: 4 zero bytes).
     let mut plain = Log::new(Limits::default());
     let id = super::grant(&mut plain);
     plain.apply(put("k", id)).expect("put");
     let current = plain.state.snapshot().expect("snapshot");
-    assert_eq!(&current[current.len() - 4..], &[0, 0, 0, 0]);
-    let mut version_3 = current[..current.len() - 4].to_vec();
+    let limits_end = codec::encoded_size(&Limits::default()).expect("size");
+    let quota_len = codec::encoded_size(&Limits::default().max_state_bytes).expect("size") - 1;
+    let mut version_4 = current[..limits_end - quota_len].to_vec();
+    version_4.extend_from_slice(&current[limits_end..]);
+    version_4[0] = 4;
+    let restored = State::restore(&version_4).expect("a version-4 backup restores");
+    assert_eq!(restored, plain.state);
+    assert_eq!(
+        restored.footprint_bytes(),
+        plain.state.footprint_bytes(),
+        "the footprint is counted again"
+    );
+
+    assert_eq!(&version_4[version_4.len() - 4..], &[0, 0, 0, 0]);
+    let mut version_3 = version_4[..version_4.len() - 4].to_vec();
     version_3[0] = 3;
     let restored = State::restore(&version_3).expect("a version-3 backup restores");
     assert_eq!(restored, plain.state);

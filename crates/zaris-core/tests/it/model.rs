@@ -31,6 +31,8 @@ fn limits() -> Limits {
         max_leases: 5,
         dedup_capacity: 3,
         dedup_max_bytes: zaris_core::limits::MIN_DEDUP_MAX_BYTES,
+        // Never hit here (the model knows no quota); `quota_*` tests in state.rs hit it.
+        max_state_bytes: zaris_core::limits::MAX_STATE_BYTES,
     }
 }
 
@@ -931,6 +933,23 @@ fn run(sequence: &[(Op, Option<u8>)]) -> Result<(), TestCaseError> {
         }
         real.check_invariants()
             .map_err(|broken| TestCaseError::fail(format!("step {step}: {broken}")))?;
+        // The quota's running count is what a recount finds, and it bounds the snapshot: what
+        // `Limits::max_snapshot_bytes` promises a receiving node.
+        let (footprint, recounted) = (real.footprint_bytes(), real.recounted_footprint_bytes());
+        check(footprint == recounted, || {
+            format!("step {step}: {request:?}\n  footprint {footprint}, recounted {recounted}")
+        })?;
+        let encoded = real
+            .snapshot()
+            .map_err(|e| TestCaseError::fail(e.to_string()))?
+            .len() as u64;
+        let limits = real.limits();
+        let beyond_quota = limits.max_snapshot_bytes() - limits.max_state_bytes;
+        check(encoded <= footprint + beyond_quota, || {
+            format!(
+                "step {step}: snapshot of {encoded} bytes > footprint {footprint} + {beyond_quota}"
+            )
+        })?;
         check(real.last_applied() == rev, || {
             format!("step {step}: applied index not advanced")
         })?;

@@ -1407,3 +1407,177 @@ fn limits_are_replicated_state() {
     let restored = State::restore(&log.state.snapshot().expect("snapshot")).expect("restore");
     assert_eq!(restored.limits(), &tight);
 }
+
+// ---- the state quota -------------------------------------------------------------------------
+
+fn big_put(key: &str, value_bytes: usize, lease: LeaseId) -> Command {
+    Command::Put {
+        key: key.into(),
+        value: vec![b'v'; value_bytes],
+        lease,
+        guard: None,
+        prev_kv: false,
+    }
+}
+
+fn quota_full(rejection: &Rejection) -> bool {
+    matches!(
+        rejection,
+        Rejection::LimitExceeded {
+            limit: LimitKind::StateBytes,
+            ..
+        }
+    )
+}
+
+#[test]
+fn the_quota_refuses_growth_past_it_and_always_lets_a_full_state_shrink() {
+    let limits = Limits {
+        max_state_bytes: zaris_core::limits::MIN_STATE_BYTES,
+        ..Limits::default()
+    };
+    let mut log = Log::new(limits);
+    let lease = grant(&mut log);
+    log.apply(big_put("a", 600_000, lease))
+        .expect("the first fits");
+    let before = log.state.footprint_bytes();
+
+    // Every way to grow is refused while full, and changes nothing.
+    let refused = log
+        .apply(big_put("b", 600_000, LeaseId::NONE))
+        .expect_err("a second does not");
+    assert!(quota_full(&refused), "{refused:?}");
+    assert_eq!(
+        refused.to_string(),
+        format!(
+            "limit max_state_bytes exceeded: {} > {}",
+            before + 600_000 + 2 + 96,
+            zaris_core::limits::MIN_STATE_BYTES
+        )
+    );
+    // Up to 50 bytes below the quota: less than any lease, lock place or key takes.
+    let room = zaris_core::limits::MIN_STATE_BYTES - log.state.footprint_bytes();
+    let pad = room - 2 * 3 - 96 - 50;
+    log.apply(big_put("pad", pad as usize, LeaseId::NONE))
+        .expect("fill up to the quota");
+    assert_eq!(
+        log.state.footprint_bytes(),
+        zaris_core::limits::MIN_STATE_BYTES - 50
+    );
+    for grow in [
+        Command::Grant {
+            id: LeaseId::NONE,
+            ttl_ms: TTL,
+        },
+        acquire("l", lease, true),
+        big_put("c", 1_000, LeaseId::NONE),
+        Command::Txn(Txn {
+            compares: Vec::new(),
+            success: vec![TxnOp::Put {
+                key: b"c".to_vec(),
+                value: vec![b'v'; 1_000],
+                lease: LeaseId::NONE,
+            }],
+            failure: Vec::new(),
+            guard: None,
+        }),
+        Command::Auth(zaris_core::auth::AuthCommand::RoleAdd { name: "r".into() }),
+    ] {
+        let mut unchanged = log.state.clone();
+        unchanged.apply_noop(log.rev());
+        let response = log.apply(grow.clone());
+        assert!(
+            response.as_ref().is_err_and(quota_full),
+            "{grow:?}: {response:?}"
+        );
+        assert_eq!(log.state, unchanged, "{grow:?} changed a full state");
+    }
+    // What does not grow goes through: a smaller value, a delete, the lease's end.
+    log.apply(big_put("a", 100, lease))
+        .expect("a smaller value replaces a larger one");
+    log.apply(Command::Delete {
+        selector: KeySelector::Key(b"pad".to_vec()),
+        guard: None,
+        prev_kv: false,
+    })
+    .expect("delete");
+    log.apply(big_put("b", 600_000, LeaseId::NONE))
+        .expect("room again");
+    log.apply(Command::Revoke { id: lease }).expect("revoke");
+    assert_eq!(
+        log.state.footprint_bytes(),
+        log.state.recounted_footprint_bytes()
+    );
+}
+
+#[test]
+fn limits_below_the_state_size_are_refused() {
+    let mut log = Log::new(Limits::default());
+    for key in ["a", "b"] {
+        log.apply(big_put(key, 600_000, LeaseId::NONE))
+            .expect("put");
+    }
+    let tight = Limits {
+        max_state_bytes: zaris_core::limits::MIN_STATE_BYTES,
+        ..Limits::default()
+    };
+    let response = log.apply(Command::SetLimits(tight));
+    assert!(
+        matches!(&response, Err(Rejection::InvalidArgument(m)) if m.contains("below the state's current size")),
+        "{response:?}"
+    );
+    assert!(!log.state.limits_set());
+}
+
+/// The bound a receiving node holds a snapshot to: at most the footprint plus the
+/// de-duplication table's bound and a fixed part. Here with no remembered requests, at the
+/// widest integer encodings (revisions and lease ids near 2^62), many small records (where the
+/// per-record overheads dominate) and every kind of record.
+#[test]
+fn a_snapshot_is_never_larger_than_the_footprint_and_the_fixed_part() {
+    let mut log = Log::new(Limits::default());
+    log.state.skip_ahead(1 << 62);
+    log.next_index = (1 << 62) + 1;
+    let mut leases = Vec::new();
+    for _ in 0..50 {
+        leases.push(grant(&mut log));
+    }
+    for (i, lease) in leases.iter().enumerate() {
+        for k in 0..20 {
+            log.apply(big_put(&format!("{i}/{k}"), 0, *lease))
+                .expect("put");
+        }
+        log.apply(big_put(&format!("free/{i}"), 3, LeaseId::NONE))
+            .expect("put");
+        for name in ["x", "lock-with-a-longer-name"] {
+            log.apply(acquire(&format!("{name}{}", i % 5), *lease, true))
+                .expect("lock");
+        }
+    }
+    for (user, token) in [("alice", 7), ("bob", 8)] {
+        log.apply(Command::Auth(zaris_core::auth::AuthCommand::UserAdd {
+            name: user.into(),
+            token_sha256: Some([token; 32]),
+        }))
+        .expect("user");
+    }
+    let state = &log.state;
+    let encoded = state.snapshot().expect("snapshot").len() as u64;
+    let limits = state.limits();
+    let fixed = limits.max_snapshot_bytes()
+        - limits.max_state_bytes
+        - 2 * limits.dedup_max_bytes
+        - u64::from(limits.dedup_capacity) * 64;
+    assert!(
+        encoded <= state.footprint_bytes() + fixed,
+        "{encoded} bytes encoded, footprint {} + {fixed}",
+        state.footprint_bytes()
+    );
+    // And the charge is not wildly above the encoding either (a quota users can reason about).
+    assert!(
+        state.footprint_bytes() < 4 * encoded,
+        "{}",
+        state.footprint_bytes()
+    );
+    assert_eq!(state.footprint_bytes(), state.recounted_footprint_bytes());
+}

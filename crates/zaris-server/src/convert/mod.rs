@@ -208,6 +208,7 @@ mod test_support {
             max_leases: 3,
             dedup_capacity: 16,
             dedup_max_bytes: zaris_core::limits::MIN_DEDUP_MAX_BYTES,
+            max_state_bytes: zaris_core::limits::MIN_STATE_BYTES,
         }
     }
 

@@ -311,7 +311,10 @@ impl From<ApiError> for Status {
 pub fn is_capacity(kind: LimitKind) -> bool {
     // Exhaustive on purpose: a new limit must be classified here.
     match kind {
-        LimitKind::WaitersPerLock | LimitKind::KeysPerLease | LimitKind::Leases => true,
+        LimitKind::WaitersPerLock
+        | LimitKind::KeysPerLease
+        | LimitKind::Leases
+        | LimitKind::StateBytes => true,
         LimitKind::KeyBytes
         | LimitKind::ValueBytes
         | LimitKind::LockNameBytes

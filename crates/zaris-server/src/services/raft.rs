@@ -12,10 +12,11 @@ use rustls::pki_types::{CertificateDer, ServerName};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tonic::{Request, Response, Status, Streaming};
+use zaris_core::Limits;
 use zaris_core::codec;
 use zaris_proto::v1::raft_service_server::RaftService;
 use zaris_proto::v1::{RaftMessage, RaftSnapshotChunk};
-use zaris_raft::{Raft, Snapshot, SnapshotMeta, Vote};
+use zaris_raft::{Raft, Snapshot, SnapshotMeta, StateHandle, Vote};
 
 use crate::error::ApiError;
 use crate::network::MAX_RAFT_MESSAGE_BYTES;
@@ -34,15 +35,39 @@ pub struct RaftPeerService {
     /// Whether the peer listener speaks TLS: then every request's certificate must belong to
     /// the member the request speaks for.
     check_identity: bool,
+    /// For the cluster's limits, which bound a snapshot.
+    state: StateHandle,
+    /// This node's configured limits: the cluster's, unless it has not applied them yet.
+    configured: Limits,
 }
 
 impl RaftPeerService {
-    pub fn new(raft: Raft, cluster_id: u64, check_identity: bool) -> Self {
+    pub fn new(
+        raft: Raft,
+        cluster_id: u64,
+        check_identity: bool,
+        state: StateHandle,
+        configured: Limits,
+    ) -> Self {
         RaftPeerService {
             raft,
             cluster_id,
             check_identity,
+            state,
+            configured,
         }
+    }
+
+    /// The largest snapshot this node accepts: what the cluster's limits allow a state to
+    /// encode to. A node that has not applied the cluster's limits yet (one that is joining) goes
+    /// by its configured ones, where they allow more, so a member started with the cluster's
+    /// settings can always catch up.
+    fn max_snapshot_bytes(&self) -> usize {
+        let applied = self.state.read(|d| d.state.limits().max_snapshot_bytes());
+        let bound = applied.max(self.configured.max_snapshot_bytes());
+        usize::try_from(bound).map_or(codec::MAX_SNAPSHOT_BYTES, |b| {
+            b.min(codec::MAX_SNAPSHOT_BYTES)
+        })
     }
 
     /// Refuses a request that speaks for member `sender` over a connection whose certificate
@@ -191,17 +216,21 @@ impl RaftService for RaftPeerService {
                 ApiError::invalid_argument(format!("bad snapshot header: {e}"))
             })?;
         self.check_sender(&sent_with, *vote.leader_id().node_id())?;
+        let max_bytes = self.max_snapshot_bytes();
         let mut data = head.data;
-        while let Some(chunk) = chunks.message().await? {
-            if data.len() + chunk.data.len() > codec::MAX_SNAPSHOT_BYTES {
+        loop {
+            if data.len() > max_bytes {
                 refused("too_large");
                 return Err(ApiError::limit_exceeded(
                     "max_snapshot_bytes",
-                    codec::MAX_SNAPSHOT_BYTES as u64,
-                    (data.len() + chunk.data.len()) as u64,
+                    max_bytes as u64,
+                    data.len() as u64,
                 )
                 .into());
             }
+            let Some(chunk) = chunks.message().await? else {
+                break;
+            };
             data.extend_from_slice(&chunk.data);
         }
         let snapshot = Snapshot {

@@ -4,7 +4,7 @@
 //! errors, counted, and their connections cut off, while the node goes on serving.
 
 use tonic::Code;
-use zaris_client::PutOptions;
+use zaris_client::{DeleteOptions, PutOptions};
 use zaris_proto::v1::RaftMessage;
 use zaris_proto::v1::raft_service_client::RaftServiceClient;
 use zaris_server::MAX_RAFT_MESSAGE_BYTES;
@@ -188,5 +188,160 @@ async fn the_raft_service_is_served_on_the_peer_port_only() {
         .await
         .expect_err("no client API on the peer port");
     assert_eq!(status.code(), Code::Unimplemented, "{status:?}");
+    cluster.shutdown().await;
+}
+
+/// Limits small enough to fill: a 1 MiB quota and a small de-duplication table, so that the
+/// largest snapshot these limits allow is about 1.2 MiB.
+fn small_quota(config: &mut zaris_server::config::NodeConfig) {
+    config.limits.max_state_bytes = zaris_core::limits::MIN_STATE_BYTES;
+    config.limits.dedup_max_bytes = zaris_core::limits::MIN_DEDUP_MAX_BYTES;
+    config.limits.dedup_capacity = 16;
+    config.snapshot_entries = 10;
+}
+
+/// The snapshot bound follows from the cluster's limits: a full state's snapshot fits it (a
+/// follower that fell behind past the log catches up from one), a larger stream is refused,
+/// counted and cut off, and a write past the quota is refused with CAPACITY_EXCEEDED.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_snapshot_bound_follows_from_the_limits_and_a_full_state_fits_it() {
+    let mut cluster = TestCluster::start_configured(3, small_quota).await;
+    let leader = cluster.leader().await;
+    let behind = cluster.followers(leader)[0];
+    cluster.stop(behind).await;
+    let client = cluster.client(&cluster.running()).await;
+    let bound = zaris_core::Limits {
+        max_state_bytes: zaris_core::limits::MIN_STATE_BYTES,
+        dedup_max_bytes: zaris_core::limits::MIN_DEDUP_MAX_BYTES,
+        dedup_capacity: 16,
+        ..zaris_core::Limits::default()
+    }
+    .max_snapshot_bytes();
+
+    // Fill the state to its quota with 64 KiB values, then write past it.
+    let value = vec![b'v'; 64 * 1024];
+    let mut written = 0;
+    let refusal = loop {
+        match client
+            .put(
+                format!("fill/{written:03}"),
+                value.clone(),
+                PutOptions::default(),
+            )
+            .await
+        {
+            Ok(_) => written += 1,
+            Err(e) => break e,
+        }
+        assert!(written < 64, "the quota never filled");
+    };
+    assert_eq!(
+        refusal.error_code(),
+        Some(zaris_proto::v1::ErrorCode::CapacityExceeded),
+        "{refusal:?}"
+    );
+    assert!(
+        refusal.to_string().contains("max_state_bytes"),
+        "{refusal:?}"
+    );
+    assert!(written >= 14, "only {written} values fitted a 1 MiB quota");
+    // Small writes to push the log past the follower: it must catch up from a snapshot.
+    for i in 0..30 {
+        client
+            .delete(format!("nothing/{i}"), DeleteOptions::default())
+            .await
+            .expect("a delete always fits");
+    }
+    let last = client
+        .delete("nothing/last", DeleteOptions::default())
+        .await
+        .expect("delete")
+        .revision;
+    let (footprint, snapshot_bytes) = cluster.node(leader).state().read(|d| {
+        let snapshot = d.state.snapshot().expect("snapshot").len() as u64;
+        (d.state.footprint_bytes(), snapshot)
+    });
+    assert!(footprint <= zaris_core::limits::MIN_STATE_BYTES);
+    assert!(
+        snapshot_bytes > 900 * 1024 && snapshot_bytes <= bound,
+        "a full state's snapshot, {snapshot_bytes} bytes, against the bound of {bound}"
+    );
+    cluster.restart(behind).await;
+    cluster.wait_applied(last).await;
+    let installed = {
+        use openraft::async_runtime::WatchReceiver as _;
+        cluster
+            .node(behind)
+            .raft()
+            .metrics()
+            .borrow_watched()
+            .snapshot
+    };
+    assert!(
+        installed.is_some(),
+        "the follower caught up without a snapshot"
+    );
+    assert_eq!(
+        cluster.node(behind).state().read(|d| d.state.key_count()),
+        written
+    );
+
+    // A stream over the bound is refused before it is buffered whole, counted, and cut off.
+    let (large_before, cut_before) = (
+        crate::counter("zaris_peer_messages_refused_total", "reason=\"too_large\""),
+        crate::counter("zaris_connections_cut_total", "listener=\"peer\""),
+    );
+    let mut raw = RaftServiceClient::connect(format!("http://{}", cluster.peer_addrs[&leader]))
+        .await
+        .expect("connect");
+    let cluster_id = cluster.cluster_id();
+    let head = zaris_proto::v1::RaftSnapshotChunk {
+        cluster_id,
+        meta: zaris_core::codec::encode(&(
+            zaris_raft::Vote::new(1, leader),
+            zaris_raft::SnapshotMeta::default(),
+        ))
+        .expect("encode"),
+        data: Vec::new(),
+    };
+    let chunk = vec![0u8; 256 * 1024];
+    let chunks = (bound as usize / chunk.len()) + 2;
+    let stream = futures::stream::iter(std::iter::once(head).chain((0..chunks).map(move |_| {
+        zaris_proto::v1::RaftSnapshotChunk {
+            cluster_id,
+            meta: Vec::new(),
+            data: chunk.clone(),
+        }
+    })));
+    let refused = raw
+        .install_snapshot(stream)
+        .await
+        .expect_err("a snapshot over the bound");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(
+        refused.message().contains("max_snapshot_bytes"),
+        "{refused:?}"
+    );
+    assert!(
+        crate::counter("zaris_peer_messages_refused_total", "reason=\"too_large\"") > large_before
+    );
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while crate::counter("zaris_connections_cut_total", "listener=\"peer\"") <= cut_before {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the connection was not cut off"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    drop(raw);
+    // The cluster serves on, and a delete makes room again.
+    client
+        .delete("fill/000", DeleteOptions::default())
+        .await
+        .expect("delete");
+    client
+        .put("after", "fits again", PutOptions::default())
+        .await
+        .expect("room again");
     cluster.shutdown().await;
 }
