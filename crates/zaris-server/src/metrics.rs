@@ -27,6 +27,10 @@ pub const LOCKS_ACQUIRED: &str = "zaris_locks_acquired_total";
 /// by the cluster's `dedup_capacity` and `dedup_max_bytes`).
 pub const DEDUP_ENTRIES: &str = "zaris_dedup_entries";
 pub const DEDUP_BYTES: &str = "zaris_dedup_bytes";
+/// The state's size as the quota charges it, and the quota (`max_state_bytes`): writes that
+/// would grow the state past the quota are refused.
+pub const STATE_BYTES: &str = "zaris_state_bytes";
+pub const STATE_QUOTA_BYTES: &str = "zaris_state_quota_bytes";
 /// Live leases and keys in this node's state.
 pub const LIVE_LEASES: &str = "zaris_leases";
 pub const LIVE_KEYS: &str = "zaris_keys";

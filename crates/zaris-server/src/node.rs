@@ -520,14 +520,18 @@ async fn report_gauges(state: StateHandle, shutdown: CancellationToken) {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let (leases, keys, applied, (dedup_entries, dedup_bytes, _)) = state.read(|d| {
-            (
-                d.state.lease_count(),
-                d.state.key_count(),
-                d.state.last_applied(),
-                d.state.dedup_usage(),
-            )
-        });
+        let (leases, keys, applied, (dedup_entries, dedup_bytes, _), (size, quota)) =
+            state.read(|d| {
+                (
+                    d.state.lease_count(),
+                    d.state.key_count(),
+                    d.state.last_applied(),
+                    d.state.dedup_usage(),
+                    (d.state.footprint_bytes(), d.state.limits().max_state_bytes),
+                )
+            });
+        metrics::gauge!(m::STATE_BYTES).set(size as f64);
+        metrics::gauge!(m::STATE_QUOTA_BYTES).set(quota as f64);
         metrics::gauge!(m::DEDUP_ENTRIES).set(dedup_entries as f64);
         metrics::gauge!(m::DEDUP_BYTES).set(dedup_bytes as f64);
         metrics::gauge!(m::LIVE_LEASES).set(leases as f64);

@@ -62,6 +62,8 @@ async fn metrics_health_and_readiness_are_served_over_http() {
         "zaris_leases_granted_total",
         "zaris_proposals_total",
         "zaris_is_raft_leader",
+        "zaris_state_bytes",
+        "zaris_state_quota_bytes",
     ] {
         assert!(metrics.contains(name), "{name} missing from /metrics");
     }
