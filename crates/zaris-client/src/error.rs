@@ -253,7 +253,12 @@ impl RpcError {
             if err.downcast_ref::<rustls::Error>().is_some() {
                 tls_failure = true;
             }
-            cause = Some(err.to_string());
+            let text = err.to_string();
+            // A TLS port's answer to plaintext: the request was never processed.
+            if text.contains(zaris_proto::error::PLAINTEXT_REFUSED) {
+                connect_failure = true;
+            }
+            cause = Some(text);
             source = err.source();
         }
         let detail = zaris_proto::detail(status);

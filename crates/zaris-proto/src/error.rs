@@ -17,6 +17,11 @@ use crate::v1::{ErrorCode, ErrorDetail, LimitViolation, Outcome};
 /// Type URL of [`ErrorDetail`] inside the `google.protobuf.Any` of a status's details.
 pub const ERROR_DETAIL_TYPE_URL: &str = "type.googleapis.com/zaris.v1.ErrorDetail";
 
+/// What a node answers a plaintext client on a TLS port, in the client's own protocol (an
+/// HTTP/2 GOAWAY that processed nothing, or an HTTP/1 400): a client that finds it in an error
+/// knows its request was never sent.
+pub const PLAINTEXT_REFUSED: &str = "this port requires TLS";
+
 /// `google.rpc.Status`, declared by hand (same field numbers) to avoid a dependency for three
 /// fields.
 #[derive(Clone, PartialEq, Message)]

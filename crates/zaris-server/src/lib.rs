@@ -21,6 +21,7 @@ pub mod metrics;
 mod network;
 mod node;
 mod observer;
+mod plaintext;
 mod propose;
 mod renew;
 mod services;

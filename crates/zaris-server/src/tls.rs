@@ -488,12 +488,22 @@ pub(crate) fn incoming(
                 }
             };
             let _ = socket.set_nodelay(true);
-            let socket = connections.wrap(socket, remote);
-            let (tx, source, log) = (tx.clone(), source.clone(), log.clone());
+            let (tx, source, log, connections) =
+                (tx.clone(), source.clone(), log.clone(), connections.clone());
             handshake_tasks.spawn(async move {
                 let _permit = permit;
                 let acceptor = TlsAcceptor::from(source.server_config());
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(socket)).await {
+                let mut socket = socket;
+                let handshake = async {
+                    if crate::plaintext::refuse(&mut socket, source.listener).await {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            "a plaintext client (answered in plaintext that TLS is required)",
+                        ));
+                    }
+                    acceptor.accept(connections.wrap(socket, remote)).await
+                };
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
                     Ok(Ok(stream)) => {
                         let _ = tx.send(Ok(stream)).await;
                     }

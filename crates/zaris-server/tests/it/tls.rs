@@ -156,6 +156,27 @@ async fn clients_need_a_certificate_of_the_client_ca_and_strangers_are_refused()
         "the error says the server's certificate is the trouble, and that nothing was sent: \
          {untrusted_server}"
     );
+    // Plaintext: the node answers in HTTP/2 that the port requires TLS, and the client knows
+    // nothing was sent.
+    assert!(
+        plaintext.contains("this port requires TLS") && plaintext.contains("definite"),
+        "{plaintext}"
+    );
+    // An HTTP/1 client (curl without https) is told the same.
+    let mut raw = tokio::net::TcpStream::connect(&endpoints[0])
+        .await
+        .expect("connect");
+    tokio::io::AsyncWriteExt::write_all(&mut raw, b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .expect("write");
+    let mut answer = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut raw, &mut answer)
+        .await
+        .expect("read to the close");
+    assert!(
+        answer.starts_with("HTTP/1.1 400") && answer.contains("this port requires TLS"),
+        "{answer}"
+    );
     // No certificate, or one of another CA: a clear, definite UNAUTHENTICATED on every
     // service.
     assert!(
