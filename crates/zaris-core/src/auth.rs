@@ -299,6 +299,11 @@ pub struct AuthState {
     lease_owners: BTreeMap<LeaseId, String>,
 }
 
+/// The owner recorded for the leases of a deleted user: only an admin may use them.
+fn deleted_owner(name: &str) -> String {
+    format!("deleted user {name}")
+}
+
 impl AuthState {
     pub fn enabled(&self) -> bool {
         self.enabled
@@ -318,6 +323,8 @@ impl AuthState {
         &self.roles
     }
 
+    /// The user that granted lease `id`, or `deleted user NAME` once that user is deleted (a
+    /// name no user can have: it holds spaces).
     pub fn lease_owner(&self, id: LeaseId) -> Option<&str> {
         self.lease_owners.get(&id).map(String::as_str)
     }
@@ -526,6 +533,14 @@ impl AuthState {
                 self.user(name)?;
                 self.check_keeps_an_admin(name, None)?;
                 self.users.remove(name);
+                // Its leases stay (they end at their TTL, or when an admin revokes them), but
+                // no user may use them any more: not even one created later with the same name.
+                let orphaned = deleted_owner(name);
+                for owner in self.lease_owners.values_mut() {
+                    if owner == name {
+                        owner.clone_from(&orphaned);
+                    }
+                }
             }
             AuthCommand::UserSetToken { name, token_sha256 } => {
                 self.check_token_free(token_sha256.as_ref())?;

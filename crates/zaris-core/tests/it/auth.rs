@@ -528,3 +528,39 @@ fn auth_survives_a_snapshot_and_version_3_and_4_backups_restore_without_what_the
     version_3.push(1);
     assert!(State::restore(&version_3).is_err());
 }
+
+/// A user deleted and created again under the same name is a new user: the old one's leases
+/// are not its to renew or revoke (only an admin's), and their owner says so.
+#[test]
+fn a_user_created_again_under_a_deleted_users_name_does_not_inherit_its_leases() {
+    let mut log = tenants();
+    let old = grant_as(&mut log, "b");
+    ok(&mut log, AuthCommand::UserDelete { name: "b".into() });
+    assert_eq!(log.state.auth().lease_owner(old), Some("deleted user b"));
+    ok(
+        &mut log,
+        AuthCommand::UserAdd {
+            name: "b".into(),
+            token_sha256: Some(hash(0xbc)),
+        },
+    );
+    let new_b = caller(&log, "b");
+    for (command, needle) in [
+        (Command::Revoke { id: old }, "may not revoke lease"),
+        (Command::Renew { ids: vec![old] }, "may not renew lease"),
+    ] {
+        denied(&log.state, &new_b, &command, needle);
+    }
+    let mine = grant_as(&mut log, "b");
+    allowed(&log.state, &new_b, &Command::Revoke { id: mine });
+    allowed(
+        &log.state,
+        &caller(&log, "root"),
+        &Command::Revoke { id: old },
+    );
+    // The orphaned owner is charged like any (the footprint stays exact).
+    assert_eq!(
+        log.state.footprint_bytes(),
+        log.state.recounted_footprint_bytes()
+    );
+}
