@@ -15,13 +15,27 @@ pub fn zaris() -> &'static str {
     env!("CARGO_BIN_EXE_zaris")
 }
 
-/// Node `id` in `root`, with the tests' fast timings.
+/// Node `id` in `root`, with the tests' fast timings. The nodes of one `root` form a cluster
+/// with a name of its own: tests run side by side on 127.0.0.1, and a node that binds a port
+/// another test's stopped node let go must refuse that cluster's Raft messages.
 pub fn serve(id: u64, root: &Path) -> Serve {
     Serve::new(zaris(), id, root)
+        .arg("--cluster-name")
+        .arg(cluster_name(root))
         .election_timeout_ms(ELECTION_TIMEOUT_MS)
         .heartbeat_ms(HEARTBEAT_MS)
         .min_ttl_ms(MIN_TTL_MS)
         .ready_timeout(READY_TIMEOUT)
+}
+
+/// The cluster name of the nodes in `root`: its directory name, which the temporary directory
+/// makes unique.
+pub fn cluster_name(root: &Path) -> String {
+    let name = root.file_name().map_or_else(
+        || root.to_string_lossy().into_owned(),
+        |name| name.to_string_lossy().into_owned(),
+    );
+    format!("test-{name}")
 }
 
 /// Starts the node and waits until it serves; the test fails if it does not.
