@@ -511,3 +511,84 @@ async fn a_peer_speaks_only_for_the_member_its_certificate_names() {
     }
     cluster.shutdown().await;
 }
+
+/// A reload that finds the files half-way through a rotation (a key written only in part, or a
+/// new certificate beside the old key) keeps serving the previous certificate, counts the
+/// failure, and takes the new pair once both files are complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_finds_a_half_written_or_mismatched_key_keeps_the_old_pair() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certs = Certs::new(dir.path());
+    let cluster = TestCluster::start_configured(1, certs.configure()).await;
+    cluster.leader().await;
+    let client_files = certs.clients.issue("tenant-a", &["tenant-a"]);
+    let trusting = |ca: PathBuf| {
+        ClientTls::from_ca_file(ca)
+            .expect("CA")
+            .with_identity_files(&client_files.cert, &client_files.key)
+            .expect("identity")
+    };
+    let endpoints = vec![cluster.address(1)];
+    let old_ca = trusting(certs.cluster.ca());
+    let next = Pki::new(&dir.path().join("next"), "next");
+    let new_ca = trusting(next.ca());
+    let new = next.issue("node-1", &["127.0.0.1"]);
+    let (cert_path, key_path) = (
+        certs.dir.join("node-1.pem"),
+        certs.dir.join("node-1-key.pem"),
+    );
+    let errors = || counter("zaris_tls_reloads_total", "result=\"error\"");
+    let wait_for_failed_reload = |before: f64| {
+        eventually(
+            "a failed reload",
+            Duration::from_secs(10),
+            move || async move { (errors() > before).then_some(()) },
+        )
+    };
+    let serves_old_pair = |why: &'static str| {
+        let (endpoints, old_ca, new_ca) = (endpoints.clone(), old_ca.clone(), new_ca.clone());
+        async move {
+            assert_eq!(put_error(&endpoints, Some(old_ca)).await, None, "{why}");
+            assert!(
+                put_error(&endpoints, Some(new_ca)).await.is_some(),
+                "{why}: the new certificate is not served yet"
+            );
+        }
+    };
+
+    // The new certificate, and its key cut off half-way.
+    let key = std::fs::read(&new.key).expect("key");
+    let before = errors();
+    std::fs::copy(&new.cert, &cert_path).expect("cert");
+    std::fs::write(&key_path, &key[..key.len() / 2]).expect("half a key");
+    cluster.node(1).reload_tls();
+    wait_for_failed_reload(before).await;
+    serves_old_pair("a half-written key").await;
+
+    // The new certificate beside a whole key of another pair.
+    let other = next.issue("other", &["127.0.0.1"]);
+    let before = errors();
+    std::fs::copy(&other.key, &key_path).expect("mismatched key");
+    cluster.node(1).reload_tls();
+    wait_for_failed_reload(before).await;
+    serves_old_pair("a key that does not match the certificate").await;
+
+    // Both files complete: the new pair is served.
+    std::fs::write(&key_path, &key).expect("key");
+    cluster.node(1).reload_tls();
+    eventually(
+        "the new certificate served",
+        Duration::from_secs(10),
+        || {
+            let (endpoints, new_ca) = (endpoints.clone(), new_ca.clone());
+            async move {
+                put_error(&endpoints, Some(new_ca))
+                    .await
+                    .is_none()
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    cluster.shutdown().await;
+}
