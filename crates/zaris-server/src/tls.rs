@@ -43,13 +43,15 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::cutoff::{Connections, Severable};
+use crate::handshake_slots::{HandshakeSlots, MAX_HANDSHAKES_PER_ADDRESS};
 use crate::metrics as m;
 
 /// How often certificate files are checked for changes.
 pub const RELOAD_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 /// Longest a TLS handshake may take; a client that stalls it is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Most handshakes in progress on one listener; further connections wait to be accepted.
+/// Most handshakes in progress on one listener; further connections wait to be accepted. One
+/// client address may hold only a share of them (`handshake_slots.rs`).
 const MAX_CONCURRENT_HANDSHAKES: usize = 256;
 /// Largest certificate, key or CA file read, in bytes.
 const MAX_PEM_BYTES: u64 = 1024 * 1024;
@@ -467,6 +469,7 @@ pub(crate) fn incoming(
     let (tx, rx) = tokio::sync::mpsc::channel(MAX_CONCURRENT_HANDSHAKES);
     let handshakes = Arc::new(Semaphore::new(MAX_CONCURRENT_HANDSHAKES));
     let log = Arc::new(Mutex::new(HandshakeLog::default()));
+    let per_address = HandshakeSlots::default();
     let handshake_tasks = tracker.clone();
     tracker.spawn(async move {
         loop {
@@ -487,11 +490,23 @@ pub(crate) fn incoming(
                     continue;
                 }
             };
+            let Some(slot) = per_address.take(remote.ip()) else {
+                drop(socket);
+                handshake_failed(
+                    &source,
+                    &log,
+                    remote,
+                    &format!(
+                        "{MAX_HANDSHAKES_PER_ADDRESS} handshakes from this address in progress                          already; connection closed"
+                    ),
+                );
+                continue;
+            };
             let _ = socket.set_nodelay(true);
             let (tx, source, log, connections) =
                 (tx.clone(), source.clone(), log.clone(), connections.clone());
             handshake_tasks.spawn(async move {
-                let _permit = permit;
+                let (_permit, _slot) = (permit, slot);
                 let acceptor = TlsAcceptor::from(source.server_config());
                 let mut socket = socket;
                 let handshake = async {

@@ -592,3 +592,55 @@ async fn a_reload_that_finds_a_half_written_or_mismatched_key_keeps_the_old_pair
     .await;
     cluster.shutdown().await;
 }
+
+/// One host that opens hundreds of connections and never sends a byte cannot keep other
+/// clients out: beyond its share of handshakes in progress, its connections are closed at once,
+/// and a client from another address is served meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_idle_connections_from_one_address_does_not_keep_others_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certs = Certs::new(dir.path());
+    let cluster = TestCluster::start_configured(1, certs.configure()).await;
+    cluster.leader().await;
+    let target: std::net::SocketAddr = cluster.address(1).parse().expect("address");
+    // The flood comes from 127.0.0.2 (loopback, like every address in 127.0.0.0/8).
+    let mut flood = Vec::new();
+    for _ in 0..300 {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind(std::net::SocketAddr::from(([127, 0, 0, 2], 0)))
+            .expect("bind 127.0.0.2");
+        flood.push(socket.connect(target).await.expect("connect"));
+    }
+    // A client from 127.0.0.1 is served at once, while the flood's connections are open.
+    let client_files = certs.clients.issue("tenant-a", &["tenant-a"]);
+    let tls = ClientTls::from_ca_file(certs.cluster.ca())
+        .expect("CA")
+        .with_identity_files(&client_files.cert, &client_files.key)
+        .expect("identity");
+    assert_eq!(
+        put_error(&[cluster.address(1)], Some(tls)).await,
+        None,
+        "a client from another address is served during the flood"
+    );
+    // The node closed the flood's connections beyond its share; the rest wait for the
+    // handshake timeout.
+    let mut closed = 0;
+    for socket in &mut flood {
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(
+            Duration::from_millis(20),
+            tokio::io::AsyncReadExt::read(socket, &mut byte),
+        )
+        .await;
+        if matches!(read, Ok(Ok(0)) | Ok(Err(_))) {
+            closed += 1;
+        }
+    }
+    assert!(
+        closed >= 300 - 32,
+        "only {closed} of the flood's 300 connections were closed at once"
+    );
+    drop(flood);
+    cluster.shutdown().await;
+}
