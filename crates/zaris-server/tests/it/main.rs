@@ -7,6 +7,7 @@ mod client_lease;
 mod client_lock;
 mod client_watch;
 mod failover;
+mod fuzz;
 mod http;
 mod input;
 mod leases;
