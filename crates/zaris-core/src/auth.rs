@@ -156,8 +156,9 @@ pub enum AuthCommand {
 }
 
 impl AuthCommand {
-    /// Whether the change may add to the directory (so must fit the state quota). Deletes,
-    /// revokes and the switch never do, so a full state can always be tidied.
+    /// Whether the change may add to the directory (so must fit the state quota, and is undone
+    /// if it does not). Deletes, revokes and the switch never do, so a full state can always be
+    /// tidied.
     pub fn may_grow(&self) -> bool {
         matches!(
             self,
@@ -299,6 +300,13 @@ pub struct AuthState {
     lease_owners: BTreeMap<LeaseId, String>,
 }
 
+/// The users and roles, apart from the switch and the lease owners.
+#[derive(Debug)]
+pub(crate) struct Directory {
+    users: BTreeMap<String, User>,
+    roles: BTreeMap<String, Role>,
+}
+
 /// The owner recorded for the leases of a deleted user: only an admin may use them.
 fn deleted_owner(name: &str) -> String {
     format!("deleted user {name}")
@@ -329,8 +337,28 @@ impl AuthState {
         self.lease_owners.get(&id).map(String::as_str)
     }
 
-    pub(crate) fn set_lease_owner(&mut self, id: LeaseId, owner: String) {
+    /// Records `owner` as lease `id`'s. A user deleted between the grant's check and its apply
+    /// is recorded as deleted, as its other leases are.
+    pub(crate) fn set_lease_owner(&mut self, id: LeaseId, owner: &str) {
+        let owner = if self.users.contains_key(owner) {
+            owner.to_owned()
+        } else {
+            deleted_owner(owner)
+        };
         self.lease_owners.insert(id, owner);
+    }
+
+    /// A copy of the users and roles, to undo a change with.
+    pub(crate) fn directory(&self) -> Directory {
+        Directory {
+            users: self.users.clone(),
+            roles: self.roles.clone(),
+        }
+    }
+
+    pub(crate) fn restore_directory(&mut self, saved: Directory) {
+        self.users = saved.users;
+        self.roles = saved.roles;
     }
 
     pub(crate) fn forget_lease(&mut self, id: LeaseId) {

@@ -64,9 +64,11 @@ impl Connections {
         }
     }
 
-    /// Closes the connection from `remote` after [`SEVER_GRACE`]; nothing if it is gone.
+    /// Closes the connection from `remote` after [`SEVER_GRACE`]; nothing if it is gone or
+    /// already being closed (it leaves the registry now, so a burst of refusals on one
+    /// connection starts one timer).
     pub fn sever(&self, remote: SocketAddr) {
-        let Some((_, token)) = self.lock().get(&remote).cloned() else {
+        let Some((_, token)) = self.lock().remove(&remote) else {
             return;
         };
         tracing::debug!(listener = self.listener, %remote, "cutting off a connection");
@@ -179,8 +181,9 @@ impl<IO: Connected> Connected for Severable<IO> {
     }
 }
 
-/// Wraps a gRPC service: an answer that refuses the caller for misbehaving cuts its connection
-/// off. gRPC's own refusal of an oversized message (before any handler sees it) is counted here.
+/// Wraps a gRPC service: an answer marked [`CUT_OFF_METADATA`], or gRPC's own refusal of an
+/// oversized message (counted here, since no handler sees it), cuts the caller's connection
+/// off.
 #[derive(Clone, Debug)]
 pub struct PeerGuard<S> {
     inner: S,
@@ -193,20 +196,12 @@ impl<S> PeerGuard<S> {
     }
 }
 
-/// The codes a well-behaved member never earns from the Raft service: a message that does not
-/// decode (INVALID_ARGUMENT), is over a size limit (OUT_OF_RANGE from gRPC's decoder,
-/// RESOURCE_EXHAUSTED from ours), belongs to another cluster (FAILED_PRECONDITION), or speaks
-/// for a member the certificate does not name (PERMISSION_DENIED).
-fn misbehaved(code: Code) -> bool {
-    matches!(
-        code,
-        Code::InvalidArgument
-            | Code::OutOfRange
-            | Code::ResourceExhausted
-            | Code::FailedPrecondition
-            | Code::PermissionDenied
-    )
-}
+/// Marks a refusal that cuts the connection off: set by the Raft service on a message that
+/// does not decode, belongs to another cluster, or speaks for a member the certificate does not
+/// name. A member of this cluster and version never earns one; refusals a member can earn (a
+/// vote from a member this node has not learnt of yet, a snapshot over this node's bound) do
+/// not carry it.
+pub const CUT_OFF_METADATA: &str = "zaris-cut-off";
 
 /// The status of an answer that carries it in its headers (every refusal: a trailers-only
 /// response).
@@ -248,14 +243,16 @@ where
         let connections = self.connections.clone();
         Box::pin(async move {
             let response = answer.await?;
-            if let Some(code) = refusal_code(&response).filter(|code| misbehaved(*code)) {
-                if code == Code::OutOfRange {
-                    metrics::counter!(m::PEER_MESSAGES_REFUSED, "reason" => "too_large")
-                        .increment(1);
-                }
-                if let Some(remote) = remote {
-                    connections.sever(remote);
-                }
+            // gRPC's decoder refuses a message over the size limit before any handler sees it:
+            // a member never sends one (it splits its batches).
+            let oversized = refusal_code(&response) == Some(Code::OutOfRange);
+            if oversized {
+                metrics::counter!(m::PEER_MESSAGES_REFUSED, "reason" => "too_large").increment(1);
+            }
+            if (oversized || response.headers().contains_key(CUT_OFF_METADATA))
+                && let Some(remote) = remote
+            {
+                connections.sever(remote);
             }
             Ok(response)
         })

@@ -497,7 +497,8 @@ pub(crate) fn incoming(
                     &log,
                     remote,
                     &format!(
-                        "{MAX_HANDSHAKES_PER_ADDRESS} handshakes from this address in progress                          already; connection closed"
+                        "{MAX_HANDSHAKES_PER_ADDRESS} handshakes from this address in progress \
+                         already; connection closed"
                     ),
                 );
                 continue;

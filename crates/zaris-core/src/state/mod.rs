@@ -164,12 +164,19 @@ impl State {
     }
 
     /// Completes a decoded state: counts its footprint, and gives a state from before the quota
-    /// existed (`legacy`) a quota it fits in.
+    /// existed (`legacy`) a quota with room to grow: the default, or a quarter more than the
+    /// state takes where that is larger (at most `MAX_STATE_BYTES`; a larger state fails the
+    /// invariants).
     pub(crate) fn restored(&mut self, legacy: bool) {
         self.recount_footprint();
-        if legacy && self.footprint_bytes() > self.limits.max_state_bytes {
-            self.limits.max_state_bytes =
-                self.footprint_bytes().min(crate::limits::MAX_STATE_BYTES);
+        if legacy {
+            let roomy = self
+                .footprint_bytes()
+                .saturating_add(self.footprint_bytes() / 4);
+            self.limits.max_state_bytes = roomy.clamp(
+                crate::limits::DEFAULT_MAX_STATE_BYTES,
+                crate::limits::MAX_STATE_BYTES,
+            );
         }
     }
 
@@ -266,7 +273,7 @@ impl State {
             Command::GrantOwned { id, ttl_ms, owner } => {
                 let granted = self.grant(rev, *id, *ttl_ms, fx)?;
                 if let Outcome::Granted { id, .. } = &granted {
-                    self.auth.set_lease_owner(*id, owner.clone());
+                    self.auth.set_lease_owner(*id, owner);
                 }
                 Ok(granted)
             }
@@ -327,11 +334,20 @@ impl State {
                 Ok(Outcome::LimitsSet)
             }
             Command::Auth(change) => {
-                if change.may_grow() {
-                    self.check_room(size::AUTH_CHANGE_BYTES)?;
-                }
+                // Applied, measured, and undone if it grew the directory past the quota: the
+                // exact growth of a change depends on what it replaces. Only users and roles
+                // change here (lease owners only on a delete, which never grows).
+                let saved = change.may_grow().then(|| self.auth.directory());
                 self.auth.apply(change).map_err(Rejection::AuthRefused)?;
-                self.footprint.directory = self.auth.directory_bytes();
+                let after = self.auth.directory_bytes();
+                let growth = after.saturating_sub(self.footprint.directory);
+                if let Err(rejection) = self.check_room(growth) {
+                    if let Some(saved) = saved {
+                        self.auth.restore_directory(saved);
+                    }
+                    return Err(rejection);
+                }
+                self.footprint.directory = after;
                 Ok(Outcome::AuthChanged)
             }
         }

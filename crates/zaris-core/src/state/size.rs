@@ -15,13 +15,12 @@ use crate::outcome::Rejection;
 /// Charged per key beyond its bytes: three revisions, a version and a lease id, lengths, and the
 /// lease's index entry (which also holds the key again, charged separately).
 const KEY_OVERHEAD_BYTES: u64 = 96;
-/// Charged per lease: its record and its owner's name (at most 128 bytes) in the owner table.
+/// Charged per lease: its record (about 60 bytes) and its owner's entry in the owner table (at
+/// most 160 bytes: a 128-byte name, or `deleted user ` and one).
 pub const LEASE_BYTES: u64 = 256;
 /// Charged per place in a lock (its holder or a waiter) beyond twice the name: the name sits in
 /// the lock table and in the lease's own list.
 const LOCK_PLACE_OVERHEAD_BYTES: u64 = 64;
-/// The most one user or role change may add to the directory (a 4 KiB prefix and names).
-pub const AUTH_CHANGE_BYTES: u64 = 8 * 1024;
 
 /// The charge for a key and its value.
 pub fn key_bytes(key: &[u8], value: &[u8]) -> u64 {

@@ -553,6 +553,10 @@ fn a_user_created_again_under_a_deleted_users_name_does_not_inherit_its_leases()
     }
     let mine = grant_as(&mut log, "b");
     allowed(&log.state, &new_b, &Command::Revoke { id: mine });
+    // A grant checked while the user existed, applied after its deletion, is no different.
+    ok(&mut log, AuthCommand::UserDelete { name: "b".into() });
+    let late = grant_as(&mut log, "b");
+    assert_eq!(log.state.auth().lease_owner(late), Some("deleted user b"));
     allowed(
         &log.state,
         &caller(&log, "root"),

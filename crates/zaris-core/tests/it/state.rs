@@ -1438,6 +1438,11 @@ fn the_quota_refuses_growth_past_it_and_always_lets_a_full_state_shrink() {
     };
     let mut log = Log::new(limits);
     let lease = grant(&mut log);
+    log.apply(Command::Auth(zaris_core::auth::AuthCommand::UserAdd {
+        name: "u".into(),
+        token_sha256: Some([1; 32]),
+    }))
+    .expect("a user");
     log.apply(big_put("a", 600_000, lease))
         .expect("the first fits");
     let before = log.state.footprint_bytes();
@@ -1481,7 +1486,9 @@ fn the_quota_refuses_growth_past_it_and_always_lets_a_full_state_shrink() {
             failure: Vec::new(),
             guard: None,
         }),
-        Command::Auth(zaris_core::auth::AuthCommand::RoleAdd { name: "r".into() }),
+        Command::Auth(zaris_core::auth::AuthCommand::RoleAdd {
+            name: "r".repeat(100),
+        }),
     ] {
         let mut unchanged = log.state.clone();
         unchanged.apply_noop(log.rev());
@@ -1492,7 +1499,13 @@ fn the_quota_refuses_growth_past_it_and_always_lets_a_full_state_shrink() {
         );
         assert_eq!(log.state, unchanged, "{grow:?} changed a full state");
     }
-    // What does not grow goes through: a smaller value, a delete, the lease's end.
+    // What does not grow goes through: taking a (leaked) token away, a smaller value, a
+    // delete, the lease's end.
+    log.apply(Command::Auth(zaris_core::auth::AuthCommand::UserSetToken {
+        name: "u".into(),
+        token_sha256: None,
+    }))
+    .expect("a token can always be taken away");
     log.apply(big_put("a", 100, lease))
         .expect("a smaller value replaces a larger one");
     log.apply(Command::Delete {

@@ -71,8 +71,17 @@ impl RaftPeerService {
     }
 
     /// Refuses a request that speaks for member `sender` over a connection whose certificate
-    /// does not name that member's peer host.
-    fn check_sender<T>(&self, request: &Request<T>, sender: u64) -> Result<(), ApiError> {
+    /// does not name that member's peer host (and cuts that connection off). A sender this node
+    /// does not know as a member is let through with `from_leader` (entries and snapshots: a
+    /// member added after what this node has applied may lead, and this node learns of it only
+    /// from those; its certificate is the peer CA's, and speaking as an unknown node grants
+    /// nothing a member's own id does not), and refused, without a cut, for votes.
+    fn check_sender<T>(
+        &self,
+        request: &Request<T>,
+        sender: u64,
+        from_leader: bool,
+    ) -> Result<(), Status> {
         if !self.check_identity {
             return Ok(());
         }
@@ -88,13 +97,14 @@ impl RaftPeerService {
             )
         };
         let Some(peer_addr) = peer_addr else {
-            if !known {
+            if !known || from_leader {
                 return Ok(());
             }
             refused("identity");
             return Err(ApiError::PermissionDenied(format!(
-                "node {sender} is not a member of this cluster"
-            )));
+                "node {sender} is not a member of this cluster (as far as this node has applied)"
+            ))
+            .into());
         };
         let host = crate::address::host(&peer_addr).to_owned();
         let certs = request.peer_certs();
@@ -106,31 +116,31 @@ impl RaftPeerService {
             return Ok(());
         }
         refused("identity");
-        Err(ApiError::PermissionDenied(format!(
+        Err(cut_off(ApiError::PermissionDenied(format!(
             "the peer's certificate does not name {host:?}, the peer host of member {sender} it \
              speaks for"
-        )))
+        ))))
     }
 
-    fn check_cluster(&self, cluster_id: u64) -> Result<(), ApiError> {
+    fn check_cluster(&self, cluster_id: u64) -> Result<(), Status> {
         if cluster_id == self.cluster_id {
             return Ok(());
         }
         refused("cluster");
-        Err(ApiError::ClusterMismatch {
+        Err(cut_off(ApiError::ClusterMismatch {
             peer: cluster_id,
             local: self.cluster_id,
-        })
+        }))
     }
 
     fn decode<T: DeserializeOwned + serde::Serialize>(
         &self,
         message: RaftMessage,
-    ) -> Result<T, ApiError> {
+    ) -> Result<T, Status> {
         self.check_cluster(message.cluster_id)?;
         codec::decode(&message.payload, MAX_RAFT_MESSAGE_BYTES).map_err(|e| {
             refused("malformed");
-            ApiError::invalid_argument(format!("bad Raft message: {e}"))
+            cut_off(ApiError::invalid_argument(format!("bad Raft message: {e}")))
         })
     }
 
@@ -152,7 +162,7 @@ impl RaftService for RaftPeerService {
         let (sent_with, message) = split(request);
         let rpc: openraft::raft::AppendEntriesRequest<zaris_raft::TypeConfig> =
             self.decode(message)?;
-        self.check_sender(&sent_with, *rpc.vote.leader_id().node_id())?;
+        self.check_sender(&sent_with, *rpc.vote.leader_id().node_id(), true)?;
         let response = self
             .raft
             .append_entries(rpc)
@@ -164,7 +174,7 @@ impl RaftService for RaftPeerService {
     async fn vote(&self, request: Request<RaftMessage>) -> Result<Response<RaftMessage>, Status> {
         let (sent_with, message) = split(request);
         let rpc: openraft::raft::VoteRequest<zaris_raft::TypeConfig> = self.decode(message)?;
-        self.check_sender(&sent_with, *rpc.vote.leader_id().node_id())?;
+        self.check_sender(&sent_with, *rpc.vote.leader_id().node_id(), false)?;
         let response = self.raft.vote(rpc).await.map_err(ApiError::raft_stopped)?;
         Ok(self.reply(&response)?)
     }
@@ -175,7 +185,7 @@ impl RaftService for RaftPeerService {
     ) -> Result<Response<RaftMessage>, Status> {
         let (sent_with, message) = split(request);
         let rpc: openraft::raft::VoteRequest<zaris_raft::TypeConfig> = self.decode(message)?;
-        self.check_sender(&sent_with, *rpc.vote.leader_id().node_id())?;
+        self.check_sender(&sent_with, *rpc.vote.leader_id().node_id(), false)?;
         let response = self
             .raft
             .pre_vote(rpc)
@@ -191,7 +201,7 @@ impl RaftService for RaftPeerService {
         let (sent_with, message) = split(request);
         let rpc: openraft::raft::TransferLeaderRequest<zaris_raft::TypeConfig> =
             self.decode(message)?;
-        self.check_sender(&sent_with, *rpc.from_leader().leader_id().node_id())?;
+        self.check_sender(&sent_with, *rpc.from_leader().leader_id().node_id(), false)?;
         let response = self
             .raft
             .handle_transfer_leader(rpc)
@@ -213,9 +223,11 @@ impl RaftService for RaftPeerService {
         let (vote, meta): (Vote, SnapshotMeta) = codec::decode(&head.meta, MAX_RAFT_MESSAGE_BYTES)
             .map_err(|e| {
                 refused("malformed");
-                ApiError::invalid_argument(format!("bad snapshot header: {e}"))
+                cut_off(ApiError::invalid_argument(format!(
+                    "bad snapshot header: {e}"
+                )))
             })?;
-        self.check_sender(&sent_with, *vote.leader_id().node_id())?;
+        self.check_sender(&sent_with, *vote.leader_id().node_id(), true)?;
         let max_bytes = self.max_snapshot_bytes();
         let mut data = head.data;
         loop {
@@ -244,6 +256,17 @@ impl RaftService for RaftPeerService {
             .map_err(ApiError::raft_stopped)?;
         Ok(self.reply(&response)?)
     }
+}
+
+/// A refusal that cuts the connection off (`cutoff.rs`): only a caller that is not a member of
+/// this cluster and version, or lies about which member it is, earns one.
+fn cut_off(error: ApiError) -> Status {
+    let mut status = Status::from(error);
+    status.metadata_mut().insert(
+        crate::cutoff::CUT_OFF_METADATA,
+        tonic::metadata::MetadataValue::from_static("1"),
+    );
+    status
 }
 
 /// The request's metadata and connection (to check the sender) apart from its message.

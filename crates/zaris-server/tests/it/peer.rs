@@ -201,8 +201,8 @@ fn small_quota(config: &mut zaris_server::config::NodeConfig) {
 }
 
 /// The snapshot bound follows from the cluster's limits: a full state's snapshot fits it (a
-/// follower that fell behind past the log catches up from one), a larger stream is refused,
-/// counted and cut off, and a write past the quota is refused with CAPACITY_EXCEEDED.
+/// follower that fell behind past the log catches up from one), a larger stream is refused and
+/// counted, and a write past the quota is refused with CAPACITY_EXCEEDED.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_snapshot_bound_follows_from_the_limits_and_a_full_state_fits_it() {
     let mut cluster = TestCluster::start_configured(3, small_quota).await;
@@ -286,11 +286,9 @@ async fn the_snapshot_bound_follows_from_the_limits_and_a_full_state_fits_it() {
         written
     );
 
-    // A stream over the bound is refused before it is buffered whole, counted, and cut off.
-    let (large_before, cut_before) = (
-        crate::counter("zaris_peer_messages_refused_total", "reason=\"too_large\""),
-        crate::counter("zaris_connections_cut_total", "listener=\"peer\""),
-    );
+    // A stream over the bound is refused before it is buffered whole, and counted. The
+    // connection stays: a member started with a larger quota than this node's could earn this.
+    let large_before = crate::counter("zaris_peer_messages_refused_total", "reason=\"too_large\"");
     let mut raw = RaftServiceClient::connect(format!("http://{}", cluster.peer_addrs[&leader]))
         .await
         .expect("connect");
@@ -325,14 +323,6 @@ async fn the_snapshot_bound_follows_from_the_limits_and_a_full_state_fits_it() {
     assert!(
         crate::counter("zaris_peer_messages_refused_total", "reason=\"too_large\"") > large_before
     );
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-    while crate::counter("zaris_connections_cut_total", "listener=\"peer\"") <= cut_before {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the connection was not cut off"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
     drop(raw);
     // The cluster serves on, and a delete makes room again.
     client
