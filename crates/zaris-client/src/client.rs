@@ -400,7 +400,14 @@ impl Client {
                 {
                     return Err(RpcError::from_status(&status, target.authority.clone()).into());
                 }
-                Ok(Err(status)) => RpcError::from_status(&status, target.authority.clone()),
+                Ok(Err(status)) => {
+                    let err = RpcError::from_status(&status, target.authority.clone());
+                    // So does a member that says it requires TLS.
+                    if err.is_plaintext_refused() {
+                        return Err(err.into());
+                    }
+                    err
+                }
                 Err(_elapsed) => RpcError::timed_out(timeout, target.authority.clone()),
             };
             tracing::debug!(endpoint = %target.authority, error = %err, "endpoint did not answer");

@@ -223,6 +223,8 @@ pub struct RpcError {
     /// The TLS session failed (a certificate refused by either side): nothing reached the
     /// server's services.
     tls_failure: bool,
+    /// The endpoint requires TLS and this client spoke plaintext: nothing was processed.
+    plaintext_refused: bool,
 }
 
 impl RpcError {
@@ -233,6 +235,7 @@ impl RpcError {
     pub fn from_status(status: &Status, endpoint: impl Into<String>) -> Self {
         let mut connect_failure = false;
         let mut tls_failure = false;
+        let mut plaintext_refused = false;
         let mut io_kind = None;
         let mut cause = None;
         let mut source: Option<&(dyn StdError + 'static)> = status.source();
@@ -257,6 +260,7 @@ impl RpcError {
             // A TLS port's answer to plaintext: the request was never processed.
             if text.contains(zaris_proto::error::PLAINTEXT_REFUSED) {
                 connect_failure = true;
+                plaintext_refused = true;
             }
             cause = Some(text);
             source = err.source();
@@ -279,6 +283,7 @@ impl RpcError {
             connect_failure,
             transport,
             tls_failure,
+            plaintext_refused,
         }
     }
 
@@ -296,6 +301,7 @@ impl RpcError {
             connect_failure: false,
             transport: true,
             tls_failure: false,
+            plaintext_refused: false,
         }
     }
 
@@ -346,6 +352,12 @@ impl RpcError {
     /// reached no service).
     pub fn is_tls_failure(&self) -> bool {
         self.tls_failure
+    }
+
+    /// True if the endpoint requires TLS and this client spoke plaintext (the node said so):
+    /// the request was never processed, and no member of that cluster will take it either.
+    pub fn is_plaintext_refused(&self) -> bool {
+        self.plaintext_refused
     }
 
     /// True if the transport produced this status (a connection that could not be made or

@@ -56,6 +56,10 @@ pub(crate) fn disposition(err: &RpcError) -> Disposition {
             _ => Disposition::Fail,
         };
     }
+    // A TLS port told this plaintext client so: every member of that cluster would.
+    if err.is_plaintext_refused() {
+        return Disposition::Fail;
+    }
     // No Zaris detail: the transport (connection refused, reset or broken mid-stream by a member
     // that died, our own timeout) or a proxy. Another member may answer.
     match err.code() {
