@@ -52,7 +52,7 @@ pub enum ApiError {
     LimitExceeded { name: String, max: u64, actual: u64 },
     /// CAPACITY_EXCEEDED, definite: the request would take the cluster or this server past
     /// capacity `name` (`max`; it would reach `actual`). Retry later, with backoff.
-    #[error("capacity {name} exceeded: {actual} > {max}; retry later")]
+    #[error("capacity {name} exceeded: {actual} > {max}; {}", capacity_hint(name))]
     CapacityExceeded { name: String, max: u64, actual: u64 },
     /// NOT_LEADER, definite: this member is not the Raft leader; node `leader_id` is, in `term`,
     /// serving the client API at `leader_addr` (empty: unknown). Nothing was proposed.
@@ -302,6 +302,16 @@ impl From<ApiError> for Status {
             _ => {}
         }
         detail.into_status()
+    }
+}
+
+/// What to do about a full capacity `name`.
+fn capacity_hint(name: &str) -> &'static str {
+    if name == LimitKind::StateBytes.name() {
+        "the state quota is full: retry once keys are deleted or leases end (deletes, revokes \
+         and renewals still work)"
+    } else {
+        "retry later"
     }
 }
 

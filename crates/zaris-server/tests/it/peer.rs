@@ -208,6 +208,16 @@ async fn the_snapshot_bound_follows_from_the_limits_and_a_full_state_fits_it() {
     let mut cluster = TestCluster::start_configured(3, small_quota).await;
     let leader = cluster.leader().await;
     let behind = cluster.followers(leader)[0];
+    let stopped_at = {
+        use openraft::async_runtime::WatchReceiver as _;
+        cluster
+            .node(behind)
+            .raft()
+            .metrics()
+            .borrow_watched()
+            .last_log_index
+    }
+    .unwrap_or(0);
     cluster.stop(behind).await;
     let client = cluster.client(&cluster.running()).await;
     let bound = zaris_core::Limits {
@@ -241,8 +251,9 @@ async fn the_snapshot_bound_follows_from_the_limits_and_a_full_state_fits_it() {
         "{refusal:?}"
     );
     assert!(
-        refusal.to_string().contains("max_state_bytes"),
-        "{refusal:?}"
+        refusal.to_string().contains("max_state_bytes")
+            && refusal.to_string().contains("the state quota is full"),
+        "{refusal}"
     );
     assert!(written >= 14, "only {written} values fitted a 1 MiB quota");
     // Small writes to push the log past the follower: it must catch up from a snapshot.
@@ -266,6 +277,22 @@ async fn the_snapshot_bound_follows_from_the_limits_and_a_full_state_fits_it() {
         snapshot_bytes > 900 * 1024 && snapshot_bytes <= bound,
         "a full state's snapshot, {snapshot_bytes} bytes, against the bound of {bound}"
     );
+    // The leader has dropped the log the follower would need (snapshots are built and the log
+    // purged in the background).
+    let leader_raft = cluster.node(leader).raft().clone();
+    zaris_testkit::eventually(
+        "the log purged past the stopped follower",
+        std::time::Duration::from_secs(20),
+        || {
+            let raft = leader_raft.clone();
+            async move {
+                use openraft::async_runtime::WatchReceiver as _;
+                let purged = raft.metrics().borrow_watched().purged.map(|id| id.index);
+                purged.is_some_and(|index| index > stopped_at).then_some(())
+            }
+        },
+    )
+    .await;
     cluster.restart(behind).await;
     cluster.wait_applied(last).await;
     let installed = {
