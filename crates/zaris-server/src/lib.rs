@@ -13,6 +13,7 @@ pub mod convert;
 mod cutoff;
 pub mod error;
 pub mod faults;
+mod handover;
 mod handshake_slots;
 mod health;
 mod http;

@@ -39,6 +39,9 @@ pub const IS_RAFT_LEADER: &str = "zaris_is_raft_leader";
 /// The Raft term and the applied index as this node sees them.
 pub const RAFT_TERM: &str = "zaris_raft_term";
 pub const RAFT_APPLIED_INDEX: &str = "zaris_raft_applied_index";
+/// Leadership handovers this node started as the leader (before a planned stop, or removing
+/// itself), by `result` (`ok`: another node leads; `failed`).
+pub const LEADERSHIP_HANDOVERS: &str = "zaris_leadership_handovers_total";
 /// Leadership changes seen by this node.
 pub const LEADER_CHANGES: &str = "zaris_raft_leader_changes_total";
 /// Applied requests the state machine rejected (a typed rejection, nothing changed), by `reason`.

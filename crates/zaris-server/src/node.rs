@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use futures::StreamExt as _;
 use openraft::SnapshotPolicy;
+use openraft::async_runtime::WatchReceiver as _;
 use openraft::errors::{InitializeError, RaftError};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -76,6 +77,7 @@ pub struct NodeHandle {
     lessor_progress: tokio::sync::watch::Receiver<LessorProgress>,
     /// Wakes the certificate watcher to re-read every TLS file now.
     tls_reload: Arc<tokio::sync::Notify>,
+    election_timeout: Duration,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 }
@@ -407,6 +409,7 @@ impl Node {
             health,
             lessor_progress,
             tls_reload,
+            election_timeout: Duration::from_millis(config.election_timeout_ms),
             shutdown,
             tracker,
         };
@@ -543,6 +546,29 @@ async fn report_gauges(state: StateHandle, shutdown: CancellationToken) {
 impl NodeHandle {
     pub fn raft(&self) -> &Raft {
         &self.raft
+    }
+
+    /// Before a planned stop: if this node leads, hands leadership to the voter that has
+    /// replicated the most and waits (at most two election timeouts) until another node leads,
+    /// so the cluster goes on without an election timeout's pause. Returns the new leader; None
+    /// if this node did not lead or the handover did not finish (the stop goes on anyway).
+    pub async fn hand_over_leadership(&self) -> Option<u64> {
+        let leads = self.raft.metrics().borrow_watched().current_leader == Some(self.node_id);
+        if !leads {
+            return None;
+        }
+        match crate::handover::hand_over(&self.raft, self.node_id, 2 * self.election_timeout).await
+        {
+            Ok(m) => {
+                let leader = m.current_leader;
+                info!(node_id = self.node_id, new_leader = ?leader, term = m.current_term, "handed leadership over before stopping");
+                leader
+            }
+            Err(e) => {
+                warn!(node_id = self.node_id, error = %e, "stopping without handing leadership over");
+                None
+            }
+        }
     }
 
     pub fn state(&self) -> &StateHandle {

@@ -367,6 +367,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
     };
     tracing::info!(node_id, "stopping");
+    // A planned stop of the leader hands leadership over first: the others need not wait an
+    // election timeout to notice it is gone. (A failed node stops at once.)
+    if failure.is_none() {
+        node.hand_over_leadership().await;
+    }
     node.shutdown().await;
     match failure {
         None => Ok(()),

@@ -20,6 +20,7 @@ use zaris_raft::TypeConfig;
 use super::NodeContext;
 use crate::auth::caller_of;
 use crate::error::ApiError;
+use crate::handover::HandoverError;
 use crate::network::SNAPSHOT_CHUNK_BYTES;
 
 /// How long MemberAdd (with promotion) and MemberPromote wait for a learner to catch up before
@@ -90,28 +91,19 @@ impl ClusterService {
     /// not handle gracefully). The client follows the redirect and retries at the new leader.
     async fn hand_over_leadership(&self) -> ApiError {
         let raft = self.0.proposer.raft();
-        let metrics = raft.metrics().borrow_watched().clone();
-        let Some(successor) = metrics
-            .membership_config
-            .membership()
-            .voter_ids()
-            .find(|voter| *voter != self.0.node_id)
-        else {
-            return ApiError::MembershipRejected("cannot remove the only voter".into());
-        };
-        if let Err(e) = raft.trigger().transfer_leader(successor).await {
-            return ApiError::Internal(format!("cannot transfer leadership: {e}"));
-        }
-        let handed_over = raft
-            .wait(Some(std::time::Duration::from_secs(5)))
-            .metrics(
-                |m| m.current_leader.is_some() && m.current_leader != Some(m.id),
-                "leadership handed over",
-            )
-            .await;
+        let handed_over =
+            crate::handover::hand_over(raft, self.0.node_id, std::time::Duration::from_secs(5))
+                .await;
         match handed_over {
+            Err(HandoverError::NoOtherVoter) => {
+                ApiError::MembershipRejected("cannot remove the only voter".into())
+            }
+            Err(e @ HandoverError::Transfer(_)) => ApiError::Internal(e.to_string()),
+            Err(HandoverError::NotTakenOver(_)) => ApiError::NoLeader,
             Ok(m) => {
-                let leader = m.current_leader.unwrap_or(successor);
+                let Some(leader) = m.current_leader else {
+                    return ApiError::NoLeader;
+                };
                 let address = m
                     .membership_config
                     .membership()
@@ -124,7 +116,6 @@ impl ClusterService {
                     term: m.current_term,
                 }
             }
-            Err(_) => ApiError::NoLeader,
         }
     }
 

@@ -7,6 +7,7 @@ mod crash;
 mod demo;
 mod dump;
 mod fatal;
+mod handover;
 mod names;
 mod procs;
 mod ttl_floor;
