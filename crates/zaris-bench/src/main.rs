@@ -3,6 +3,7 @@
 //! Figures, not assertions: tests never assert timings. Run it in release mode:
 //! `cargo run --release -p zaris-bench -- --zaris target/release/zaris`.
 
+mod failover;
 mod memory;
 mod tls;
 mod workloads;
@@ -50,6 +51,13 @@ pub(crate) struct Args {
     /// then on one with mutual TLS for clients and peers, in the same run.
     #[arg(long)]
     tls_overhead: bool,
+    /// Instead of the workloads, measure failover: stopping the leader (kill -9, then SIGTERM)
+    /// to the first acknowledged write, on fresh clusters at the default timings.
+    #[arg(long)]
+    failover: bool,
+    /// Clusters per kind of stop in the failover measurement.
+    #[arg(long, default_value_t = 5)]
+    failover_runs: usize,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -64,6 +72,9 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     if args.tls_overhead {
         return runtime.block_on(tls::overhead(&args));
+    }
+    if args.failover {
+        return runtime.block_on(failover::compare(&args));
     }
     runtime.block_on(async {
         let root = tempfile::tempdir()?;
