@@ -51,8 +51,9 @@ pub async fn hand_over(
     within: Duration,
 ) -> Result<Metrics, HandoverError> {
     let metrics = raft.metrics().borrow_watched().clone();
+    // A sole voter has nobody to hand over to: nothing to count.
+    let to = successor(&metrics, node_id).ok_or(HandoverError::NoOtherVoter)?;
     let result = async {
-        let to = successor(&metrics, node_id).ok_or(HandoverError::NoOtherVoter)?;
         raft.trigger()
             .transfer_leader(to)
             .await

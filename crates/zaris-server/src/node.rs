@@ -564,6 +564,8 @@ impl NodeHandle {
                 info!(node_id = self.node_id, new_leader = ?leader, term = m.current_term, "handed leadership over before stopping");
                 leader
             }
+            // A single-node cluster: nobody to hand over to, nothing to report.
+            Err(crate::handover::HandoverError::NoOtherVoter) => None,
             Err(e) => {
                 warn!(node_id = self.node_id, error = %e, "stopping without handing leadership over");
                 None
