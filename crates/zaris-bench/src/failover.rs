@@ -2,7 +2,6 @@
 //! acknowledges, for a crash (`kill -9`) and for a planned stop (SIGTERM, which hands
 //! leadership over first), each on fresh 3-node clusters at the server's default timings.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use zaris_client::{Client, ClientOptions, PutOptions};
@@ -61,13 +60,7 @@ async fn one(args: &Args, planned: bool) -> anyhow::Result<Duration> {
         .ok_or_else(|| anyhow::anyhow!("no process for leader {leader}"))?;
     let stopped = Instant::now();
     if planned {
-        let pid = victim
-            .pid()
-            .ok_or_else(|| anyhow::anyhow!("the leader is not running"))?;
-        let status = Command::new("kill")
-            .args(["-s", "TERM", &pid.to_string()])
-            .status()?;
-        anyhow::ensure!(status.success(), "kill -s TERM {pid} failed");
+        victim.terminate()?;
     } else {
         victim.kill().await;
     }

@@ -335,6 +335,23 @@ impl ServeProcess {
         self.exit.is_none()
     }
 
+    /// SIGTERM, a planned stop (a leader hands its leadership over first); returns at once:
+    /// [`ServeProcess::wait`] for the exit. An error if it is not running.
+    pub fn terminate(&self) -> std::io::Result<()> {
+        let pid = self
+            .pid()
+            .ok_or_else(|| std::io::Error::other("the process is not running"))?;
+        let status = std::process::Command::new("kill")
+            .args(["-s", "TERM", &pid.to_string()])
+            .status()?;
+        if !status.success() {
+            return Err(std::io::Error::other(format!(
+                "kill -s TERM {pid}: {status}"
+            )));
+        }
+        Ok(())
+    }
+
     /// SIGKILL, and waits for the process to be gone: no shutdown path runs, exactly like a
     /// crash. Nothing happens if it already exited.
     pub async fn kill(&mut self) {

@@ -2,7 +2,6 @@
 //! when it is gone, another node already leads, so the cluster does not wait an election
 //! timeout to notice, and every acknowledged write and lease is there.
 
-use std::process::Command;
 use std::time::Duration;
 
 use zaris_client::PutOptions;
@@ -33,12 +32,7 @@ async fn sigterm_to_the_leader_hands_leadership_over_before_it_exits() {
         .iter_mut()
         .find(|n| n.id() == old.id)
         .expect("the leader's process");
-    let pid = victim.pid().expect("running").to_string();
-    let killed = Command::new("kill")
-        .args(["-s", "TERM", &pid])
-        .status()
-        .expect("run kill");
-    assert!(killed.success());
+    victim.terminate().expect("SIGTERM");
     let exit = tokio::time::timeout(Duration::from_secs(20), victim.wait())
         .await
         .expect("the leader exits after SIGTERM")
