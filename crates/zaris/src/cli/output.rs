@@ -588,6 +588,14 @@ pub(crate) fn describe_error(
     } else {
         "; the outcome is unknown: it may or may not have taken effect"
     };
+    // A TLS node's own answer to plaintext: it was reached, and said what it needs.
+    if let Some(rpc) = err.rpc().filter(|rpc| rpc.is_plaintext_refused()) {
+        return format!(
+            "{} requires TLS, and this client spoke plaintext: give --cacert FILE (or \
+             ZARIS_CACERT), and --cert/--key where the cluster asks for a client certificate",
+            rpc.endpoint()
+        );
+    }
     if err.is_connect_failure() {
         let reason = err
             .rpc()
