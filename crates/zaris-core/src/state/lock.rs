@@ -29,18 +29,12 @@ impl State {
         }
         let max_waiters = self.limits.max_waiters_per_lock;
         let place_bytes = lock_place_bytes(name);
-        // A new place (holder of a free lock, or a waiter) must fit the quota.
-        let needs_room = match self.locks.get(name) {
-            None => true,
-            Some(lock) => {
-                wait && lock.holder.lease != lease && !lock.waiters.iter().any(|w| *w == lease)
-            }
-        };
-        if needs_room {
-            self.check_room(place_bytes)?;
-        }
+        // Asked here, taken where a new place (holder of a free lock, or a waiter) is made: the
+        // lock table is borrowed there.
+        let room = self.check_room(place_bytes);
         let outcome = match self.locks.get_mut(name) {
             None => {
+                room?;
                 self.footprint.lock_places += place_bytes;
                 let token = FencingToken::acquired_at(rev);
                 self.locks.insert(
@@ -74,6 +68,8 @@ impl State {
                         holder: lock.holder.lease,
                         token: lock.holder.token,
                     }
+                } else if let Err(full) = room {
+                    return Err(full);
                 } else if lock.waiters.len() >= max_waiters as usize {
                     return Err(Rejection::LimitExceeded {
                         limit: LimitKind::WaitersPerLock,
