@@ -2,7 +2,7 @@
 //! another cluster's messages or messages for a member its certificate does not name.
 //!
 //! A refusal alone leaves the connection open, so such a peer could go on costing decode work
-//! and memory for as long as it likes. Every accepted connection is therefore wrapped in a
+//! and memory for as long as it likes. Every accepted peer connection is therefore wrapped in a
 //! [`Severable`] registered in [`Connections`] under its remote address; [`PeerGuard`], around
 //! the Raft service, looks at each answer and severs the connection that earned a refusal, after
 //! a short grace period so the refusal itself still reaches the peer. A member that merely fell
@@ -10,17 +10,16 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures::task::AtomicWaker;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tonic::Code;
 use tonic::codegen::{BoxFuture, Service, http};
 use tonic::server::NamedService;
@@ -31,12 +30,34 @@ use crate::metrics as m;
 /// How long a refused connection stays open after the refusal, for the answer to go out.
 pub const SEVER_GRACE: Duration = Duration::from_millis(200);
 
+/// Each open connection's id and cut, by remote address.
+type Open = HashMap<SocketAddr, (u64, Arc<Cut>)>;
+
 /// The open connections of one listener, by remote address.
 #[derive(Clone, Debug)]
 pub struct Connections {
     listener: &'static str,
-    open: Arc<Mutex<HashMap<SocketAddr, (u64, CancellationToken)>>>,
+    open: Arc<Mutex<Open>>,
     next_id: Arc<AtomicU64>,
+}
+
+/// Whether a connection is severed, and the task to wake when it is. Checked on every read and
+/// write of the connection: a load and a lock-free waker registration, no lock.
+#[derive(Debug, Default)]
+struct Cut {
+    severed: AtomicBool,
+    waker: AtomicWaker,
+}
+
+impl Cut {
+    fn sever(&self) {
+        self.severed.store(true, Ordering::Release);
+        self.waker.wake();
+    }
+
+    fn is_severed(&self) -> bool {
+        self.severed.load(Ordering::Acquire)
+    }
 }
 
 impl Connections {
@@ -51,13 +72,12 @@ impl Connections {
 
     /// Registers an accepted connection so it can be severed.
     pub fn wrap<IO>(&self, io: IO, remote: SocketAddr) -> Severable<IO> {
-        let token = CancellationToken::new();
+        let cut = Arc::new(Cut::default());
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.lock().insert(remote, (id, token.clone()));
+        self.lock().insert(remote, (id, cut.clone()));
         Severable {
             io,
-            cut: Box::pin(token.clone().cancelled_owned()),
-            token,
+            cut,
             id,
             remote,
             connections: self.clone(),
@@ -68,17 +88,17 @@ impl Connections {
     /// already being closed (it leaves the registry now, so a burst of refusals on one
     /// connection starts one timer).
     pub fn sever(&self, remote: SocketAddr) {
-        let Some((_, token)) = self.lock().remove(&remote) else {
+        let Some((_, cut)) = self.lock().remove(&remote) else {
             return;
         };
         tracing::debug!(listener = self.listener, %remote, "cutting off a connection");
         tokio::spawn(async move {
             tokio::time::sleep(SEVER_GRACE).await;
-            token.cancel();
+            cut.sever();
         });
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SocketAddr, (u64, CancellationToken)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Open> {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -87,8 +107,7 @@ impl Connections {
 /// drop it (and close the socket).
 pub struct Severable<IO> {
     io: IO,
-    cut: Pin<Box<WaitForCancellationFutureOwned>>,
-    token: CancellationToken,
+    cut: Arc<Cut>,
     /// Tells this connection's entry from a later one's from the same address.
     id: u64,
     remote: SocketAddr,
@@ -96,15 +115,23 @@ pub struct Severable<IO> {
 }
 
 impl<IO> Severable<IO> {
-    /// An error once severed; else registers the waker, so a cut wakes a pending read.
+    /// An error once severed; else registers the waker, so a cut wakes a pending read (checked
+    /// again after registering: a cut in between is not missed).
     fn check(&mut self, cx: &mut Context<'_>) -> Result<(), io::Error> {
-        match self.cut.as_mut().poll(cx) {
-            Poll::Ready(()) => Err(io::Error::new(
+        let severed = || {
+            io::Error::new(
                 io::ErrorKind::ConnectionAborted,
                 "connection cut off after a refused message",
-            )),
-            Poll::Pending => Ok(()),
+            )
+        };
+        if self.cut.is_severed() {
+            return Err(severed());
         }
+        self.cut.waker.register(cx.waker());
+        if self.cut.is_severed() {
+            return Err(severed());
+        }
+        Ok(())
     }
 }
 
@@ -116,7 +143,7 @@ impl<IO> Drop for Severable<IO> {
             open.remove(&self.remote);
         }
         drop(open);
-        if self.token.is_cancelled() {
+        if self.cut.is_severed() {
             metrics::counter!(m::CONNECTIONS_CUT, "listener" => self.connections.listener)
                 .increment(1);
         }

@@ -311,48 +311,27 @@ impl Node {
                     .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES),
                 authenticate.clone(),
             ));
-        for (what, server, listener, tls, connections) in [
-            (
-                "peer",
-                peer_server,
-                listeners.peer,
-                &peer_tls,
-                peer_connections,
-            ),
-            (
-                "client",
-                client_server,
-                listeners.client,
-                &client_tls,
-                Connections::new("client"),
-            ),
-        ] {
-            let stop = shutdown.clone();
-            match tls {
-                Some(tls) => {
-                    let incoming = crate::tls::incoming(
-                        listener,
-                        tls.clone(),
-                        connections,
-                        &tracker,
-                        stop.clone(),
-                    );
-                    tracker.spawn(serve_grpc(node_id, what, server, incoming, stop))
-                }
-                // Small request/response messages: Nagle's algorithm would hold them back (tens
-                // of ms per Raft round trip on an accepted socket).
-                None => {
-                    let incoming = tonic::transport::server::TcpIncoming::from(listener)
-                        .with_nodelay(Some(true))
-                        .map(move |accepted| {
-                            let socket = accepted?;
-                            let remote = socket.peer_addr()?;
-                            Ok::<_, std::io::Error>(connections.wrap(socket, remote))
-                        });
-                    tracker.spawn(serve_grpc(node_id, what, server, incoming, stop))
-                }
-            };
-        }
+        // Only peer connections can be cut off; client connections are served as accepted.
+        spawn_listener(
+            node_id,
+            "peer",
+            peer_server,
+            listeners.peer,
+            peer_tls.as_ref(),
+            move |socket, remote| peer_connections.wrap(socket, remote),
+            &tracker,
+            shutdown.clone(),
+        );
+        spawn_listener(
+            node_id,
+            "client",
+            client_server,
+            listeners.client,
+            client_tls.as_ref(),
+            |socket, _| socket,
+            &tracker,
+            shutdown.clone(),
+        );
         let tls_reload = Arc::new(tokio::sync::Notify::new());
         let tls_sources: Vec<Arc<TlsSource>> =
             client_tls.iter().chain(peer_tls.iter()).cloned().collect();
@@ -472,6 +451,47 @@ async fn bootstrap(
     match raft.initialize(members).await {
         Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
         Err(e) => Err(anyhow::anyhow!("cannot initialize the cluster: {e}")),
+    }
+}
+
+/// Serves `server` on `listener` (`what`: which listener, for logs), over TLS with `tls`, each
+/// accepted socket turned by `wrap` into what the connection runs over, until `stop`.
+#[allow(clippy::too_many_arguments)]
+fn spawn_listener<IO>(
+    node_id: u64,
+    what: &'static str,
+    server: tonic::transport::server::Router,
+    listener: TcpListener,
+    tls: Option<&Arc<TlsSource>>,
+    wrap: impl Fn(tokio::net::TcpStream, SocketAddr) -> IO + Clone + Send + Sync + 'static,
+    tracker: &TaskTracker,
+    stop: CancellationToken,
+) where
+    IO: tokio::io::AsyncRead
+        + tokio::io::AsyncWrite
+        + tonic::transport::server::Connected
+        + Unpin
+        + Send
+        + 'static,
+    IO::ConnectInfo: Clone + Send + Sync + 'static,
+{
+    match tls {
+        Some(tls) => {
+            let incoming = crate::tls::incoming(listener, tls.clone(), wrap, tracker, stop.clone());
+            tracker.spawn(serve_grpc(node_id, what, server, incoming, stop));
+        }
+        // Small request/response messages: Nagle's algorithm would hold them back (tens of ms
+        // per Raft round trip on an accepted socket).
+        None => {
+            let incoming = tonic::transport::server::TcpIncoming::from(listener)
+                .with_nodelay(Some(true))
+                .map(move |accepted| {
+                    let socket = accepted?;
+                    let remote = socket.peer_addr()?;
+                    Ok::<_, std::io::Error>(wrap(socket, remote))
+                });
+            tracker.spawn(serve_grpc(node_id, what, server, incoming, stop));
+        }
     }
 }
 

@@ -42,7 +42,6 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use crate::cutoff::{Connections, Severable};
 use crate::handshake_slots::{HandshakeSlots, MAX_HANDSHAKES_PER_ADDRESS};
 use crate::metrics as m;
 
@@ -457,15 +456,18 @@ pub async fn watch_files(
 /// Accepted TLS connections of `listener`, handshaken with `source`'s current material, as a
 /// stream for tonic. A connection that fails its handshake (plaintext, an unknown CA, no client
 /// certificate where one is required) is closed, counted and logged (rate-limited); the
-/// listener serves on. Every connection is registered in `connections`, to be cut off if it
-/// misbehaves.
-pub(crate) fn incoming(
+/// listener serves on. `wrap` turns each accepted socket into what TLS runs over (the peer
+/// listener registers it to be cut off if it misbehaves, `cutoff.rs`).
+pub(crate) fn incoming<IO>(
     listener: TcpListener,
     source: Arc<TlsSource>,
-    connections: Connections,
+    wrap: impl Fn(TcpStream, SocketAddr) -> IO + Clone + Send + Sync + 'static,
     tracker: &TaskTracker,
     stop: CancellationToken,
-) -> tokio_stream::wrappers::ReceiverStream<io::Result<TlsStream<Severable<TcpStream>>>> {
+) -> tokio_stream::wrappers::ReceiverStream<io::Result<TlsStream<IO>>>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let (tx, rx) = tokio::sync::mpsc::channel(MAX_CONCURRENT_HANDSHAKES);
     let handshakes = Arc::new(Semaphore::new(MAX_CONCURRENT_HANDSHAKES));
     let log = Arc::new(Mutex::new(HandshakeLog::default()));
@@ -504,8 +506,7 @@ pub(crate) fn incoming(
                 continue;
             };
             let _ = socket.set_nodelay(true);
-            let (tx, source, log, connections) =
-                (tx.clone(), source.clone(), log.clone(), connections.clone());
+            let (tx, source, log, wrap) = (tx.clone(), source.clone(), log.clone(), wrap.clone());
             handshake_tasks.spawn(async move {
                 let (_permit, _slot) = (permit, slot);
                 let acceptor = TlsAcceptor::from(source.server_config());
@@ -517,7 +518,7 @@ pub(crate) fn incoming(
                             "a plaintext client (answered in plaintext that TLS is required)",
                         ));
                     }
-                    acceptor.accept(connections.wrap(socket, remote)).await
+                    acceptor.accept(wrap(socket, remote)).await
                 };
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
                     Ok(Ok(stream)) => {
