@@ -3,6 +3,7 @@
 //! Figures, not assertions: tests never assert timings. Run it in release mode:
 //! `cargo run --release -p zaris-bench -- --zaris target/release/zaris`.
 
+mod compare;
 mod failover;
 mod memory;
 mod tls;
@@ -55,9 +56,19 @@ pub(crate) struct Args {
     /// to the first acknowledged write, on fresh clusters at the default timings.
     #[arg(long)]
     failover: bool,
-    /// Clusters per kind of stop in the failover measurement.
+    /// Clusters per kind of stop in the failover measurement (and per system with --compare).
     #[arg(long, default_value_t = 5)]
     failover_runs: usize,
+    /// Instead of the workloads, run the lease workloads side by side against a 3-member etcd
+    /// cluster (Debian's etcd-server, installed with apt-get if missing) and print one table.
+    #[arg(long, value_parser = ["etcd"])]
+    compare: Option<String>,
+    /// The etcd binary for --compare (default: Debian's /usr/bin/etcd).
+    #[arg(long)]
+    etcd: Option<PathBuf>,
+    /// Leases (each with a key) loaded into each system by --compare before measuring memory.
+    #[arg(long, default_value_t = 100_000)]
+    compare_leases: usize,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -72,6 +83,18 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     if args.tls_overhead {
         return runtime.block_on(tls::overhead(&args));
+    }
+    if args.compare.is_some() {
+        // Interrupted, the run is dropped, and with it every node and member it started.
+        return runtime.block_on(async {
+            let mut terminate =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+            tokio::select! {
+                result = compare::run(&args) => result,
+                _ = tokio::signal::ctrl_c() => anyhow::bail!("interrupted"),
+                _ = terminate.recv() => anyhow::bail!("terminated"),
+            }
+        });
     }
     if args.failover {
         return runtime.block_on(failover::compare(&args));

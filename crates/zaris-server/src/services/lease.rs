@@ -1,8 +1,11 @@
 //! Grant, Revoke, KeepAlive (group-committed), TimeToLive, Leases.
 
+use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use futures::Stream;
+use futures::stream::FuturesOrdered;
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
@@ -28,6 +31,11 @@ pub struct LeaseService(pub NodeContext);
 
 /// Responses buffered per keepalive stream; a client that stops reading stalls only itself.
 const KEEPALIVE_BUFFER: usize = 16;
+
+/// Requests of one keepalive stream being renewed at once. Past it the stream's next request is
+/// read only when the oldest is answered, so a client that pipelines without bound pushes back
+/// on itself rather than on the node's renew queue (4,096 requests, shared by every stream).
+pub const KEEPALIVES_IN_FLIGHT_PER_STREAM: usize = 256;
 
 type KeepAliveStream =
     Pin<Box<dyn Stream<Item = Result<LeaseKeepAliveResponse, Status>> + Send + 'static>>;
@@ -152,35 +160,13 @@ impl Lease for LeaseService {
         &self,
         request: Request<Streaming<LeaseKeepAliveRequest>>,
     ) -> Result<Response<Self::KeepAliveStream>, Status> {
-        let credential = credential_of(&request);
-        let mut incoming = request.into_inner();
+        let credential = Arc::new(credential_of(&request));
+        let incoming = request.into_inner();
         let (tx, rx) = mpsc::channel(KEEPALIVE_BUFFER);
-        let context = self.0.clone();
-        // Ends when the client closes its side, on the first error, or when the node stops
-        // serving (the server drops the stream and with it `incoming`).
-        let shutdown = self.0.shutdown.clone();
-        self.0.tasks.spawn(async move {
-            loop {
-                let message = tokio::select! {
-                    _ = shutdown.cancelled() => break,
-                    message = incoming.next() => match message {
-                        Some(message) => message,
-                        None => break,
-                    },
-                };
-                let answer = match message {
-                    Ok(request) => Self::keepalive_one(&context, &credential, request)
-                        .await
-                        .map_err(Status::from),
-                    Err(status) => Err(status),
-                };
-                let failed = answer.is_err();
-                if tx.send(answer).await.is_err() || failed {
-                    break;
-                }
-            }
-            debug!(node_id = context.node_id, "keepalive stream ended");
-        });
+        let context = Arc::new(self.0.clone());
+        self.0
+            .tasks
+            .spawn(pump_keepalives(context, credential, incoming, tx));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
@@ -244,4 +230,66 @@ impl Lease for LeaseService {
             more,
         }))
     }
+}
+
+/// Answers one KeepAlive stream: up to [`KEEPALIVES_IN_FLIGHT_PER_STREAM`] requests are renewed
+/// concurrently (so they share Renew entries with each other and with every other stream), and
+/// their answers go out in request order, each once its own renewal is applied. The first error
+/// is sent after the answers before it and ends the stream; the requests after it are dropped
+/// unanswered (indeterminate to the client: renewing again is harmless).
+///
+/// Ends when the client closes its side and every answer is out, on the first error, or when the
+/// node stops serving.
+async fn pump_keepalives(
+    context: Arc<NodeContext>,
+    credential: Arc<Credential>,
+    mut incoming: Streaming<LeaseKeepAliveRequest>,
+    tx: mpsc::Sender<Result<LeaseKeepAliveResponse, Status>>,
+) {
+    let mut in_flight: FuturesOrdered<Answer> = FuturesOrdered::new();
+    let mut reading = true;
+    let renew = |request: LeaseKeepAliveRequest| {
+        let context = context.clone();
+        let credential = credential.clone();
+        async move {
+            LeaseService::keepalive_one(&context, &credential, request)
+                .await
+                .map_err(Status::from)
+        }
+    };
+    loop {
+        tokio::select! {
+            // Answers first: a client that sends faster than renewals commit must not starve
+            // the answers it waits for.
+            biased;
+            _ = context.shutdown.cancelled() => break,
+            Some(answer) = in_flight.next(), if !in_flight.is_empty() => {
+                let failed = answer.is_err();
+                if tx.send(answer).await.is_err() || failed {
+                    break;
+                }
+            }
+            message = incoming.next(), if reading && in_flight.len() < KEEPALIVES_IN_FLIGHT_PER_STREAM => {
+                match message {
+                    Some(Ok(request)) => in_flight.push_back(boxed(renew(request))),
+                    // A broken stream: answered after the requests before it, and read no further.
+                    Some(Err(status)) => {
+                        in_flight.push_back(boxed(std::future::ready(Err(status))));
+                        reading = false;
+                    }
+                    None => reading = false,
+                }
+            }
+            else => break,
+        }
+    }
+    debug!(node_id = context.node_id, "keepalive stream ended");
+}
+
+type Answer = Pin<Box<dyn Future<Output = Result<LeaseKeepAliveResponse, Status>> + Send>>;
+
+fn boxed(
+    answer: impl Future<Output = Result<LeaseKeepAliveResponse, Status>> + Send + 'static,
+) -> Answer {
+    Box::pin(answer)
 }

@@ -252,5 +252,38 @@ async fn leader_answers_who_leads_and_a_keepalive_stream_pipelines_renewals() {
     let seq = again.send([a, b]).await.expect("send");
     let answer = again.next().await.expect("answer");
     assert_eq!((answer.seq, answer.renewed.len()), (seq, 2));
+
+    // Requests in flight on one stream are renewed concurrently: they share Renew entries (one
+    // at a time, each of the 64 would have had an entry, and a revision, of its own), and the
+    // answers still come in request order, each renewing what it asked for.
+    const PIPELINED: usize = 64;
+    let mut seqs = Vec::new();
+    for i in 0..PIPELINED {
+        let ids = if i % 2 == 0 { vec![a] } else { vec![a, b] };
+        seqs.push(again.send(ids).await.expect("send"));
+    }
+    let mut revisions = std::collections::BTreeSet::new();
+    for (i, seq) in seqs.iter().enumerate() {
+        let answer = again.next().await.expect("pipelined answer");
+        assert_eq!(answer.seq, *seq, "answer {i} out of order");
+        assert_eq!(answer.renewed.len(), if i % 2 == 0 { 1 } else { 2 });
+        revisions.insert(answer.revision);
+    }
+    assert!(
+        revisions.len() <= PIPELINED / 2,
+        "{} Renew entries for {PIPELINED} pipelined requests",
+        revisions.len()
+    );
+
+    // A request that fails is answered after the ones before it, and ends the stream.
+    let before = again.send([a]).await.expect("send");
+    again.send([LeaseId::new(0)]).await.expect("send");
+    again.send([b]).await.expect("send");
+    assert_eq!(again.next().await.expect("the answer before").seq, before);
+    let refused = again.next().await;
+    assert!(
+        matches!(&refused, Err(e) if e.code() == Some(tonic::Code::InvalidArgument)),
+        "lease id 0 is refused: {refused:?}"
+    );
     cluster.shutdown().await;
 }

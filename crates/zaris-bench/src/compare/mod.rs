@@ -1,0 +1,471 @@
+//! `--compare etcd`: the lease workloads on a 3-node Zaris cluster and a 3-member etcd cluster
+//! (Debian's `etcd-server`) on this machine, at the same Raft timings, in one run. Each workload
+//! runs on Zaris and then at once on etcd; the table gives both figures and their ratio.
+//!
+//! Both clusters stay up during the workloads (an idle cluster costs a few heartbeats a second),
+//! so a workload's two runs are seconds apart. Failover runs last, on fresh clusters.
+
+mod etcd;
+mod target;
+mod zaris;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use tokio::sync::Mutex;
+
+use self::etcd::EtcdCluster;
+use self::target::{Renewer, Target};
+use self::zaris::ZarisCluster;
+use crate::Args;
+
+/// Leases granted with this TTL outlive every workload.
+const TTL: Duration = Duration::from_secs(600);
+/// Longest any one call may take before it counts as failed (a hung call must not hang the run).
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Workers of the populate phase.
+const POPULATE_WORKERS: usize = 32;
+
+/// What one workload measured on one system.
+#[derive(Clone, Debug, Default)]
+struct Sample {
+    ok: u64,
+    failed: u64,
+    elapsed: Duration,
+    latencies: Vec<Duration>,
+}
+
+impl Sample {
+    fn rate(&self) -> f64 {
+        self.ok as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    fn percentile(&self, p: f64) -> Duration {
+        let mut sorted = self.latencies.clone();
+        sorted.sort_unstable();
+        match sorted.len() {
+            0 => Duration::ZERO,
+            n => sorted[((n - 1) as f64 * p).round() as usize],
+        }
+    }
+
+    fn merge(&mut self, other: Sample) {
+        self.ok += other.ok;
+        self.failed += other.failed;
+        self.latencies.extend(other.latencies);
+    }
+}
+
+/// One row of the table.
+struct Row {
+    workload: String,
+    zaris: f64,
+    etcd: f64,
+    unit: &'static str,
+    /// What the ratio zaris / etcd should be, as the issue states it.
+    target: &'static str,
+    detail: String,
+}
+
+pub async fn run(args: &Args) -> anyhow::Result<()> {
+    let etcd_bin = etcd::ensure_installed(args.etcd.as_deref()).await?;
+    let root = tempfile::tempdir()?;
+    let seconds = Duration::from_secs(args.seconds);
+    let zaris_cluster = ZarisCluster::start(&args.zaris, &root.path().join("zaris")).await?;
+    let etcd_cluster = EtcdCluster::start(&etcd_bin, &root.path().join("etcd")).await?;
+    let z = zaris_cluster.target().await?;
+    let e = etcd_cluster.target().await?;
+    println!(
+        "zaris: 3 nodes on {}; etcd {}: 3 members; {} s per workload",
+        zaris_cluster.endpoints().join(", "),
+        etcd_bin.display(),
+        args.seconds
+    );
+    let mut rows = Vec::new();
+    let result = async {
+        rows.push(throughput_row(
+            "put with lease, 1 client",
+            "≥ 2",
+            puts(&z, 1, seconds).await?,
+            puts(&e, 1, seconds).await?,
+        ));
+        rows.push(throughput_row(
+            "put with lease, 16 clients",
+            "≥ 3",
+            puts(&z, 16, seconds).await?,
+            puts(&e, 16, seconds).await?,
+        ));
+        rows.push(throughput_row(
+            "lease grant, 16 clients",
+            "≥ 3",
+            grants(&z, 16, seconds).await?,
+            grants(&e, 16, seconds).await?,
+        ));
+        rows.push(throughput_row(
+            "keepalive, 8 streams × 64 in flight",
+            "≥ 1",
+            keepalives(&z, 8, 64, seconds).await?,
+            keepalives(&e, 8, 64, seconds).await?,
+        ));
+        rows.push(throughput_row(
+            "keepalive, 64 streams × 1 in flight",
+            "≥ 1.5",
+            keepalives(&z, 64, 1, seconds).await?,
+            keepalives(&e, 64, 1, seconds).await?,
+        ));
+        rows.push(throughput_row(
+            "lock + unlock, 4 clients / 4 locks",
+            "≥ 2",
+            locks(&z, 4, 4, seconds).await?,
+            locks(&e, 4, 4, seconds).await?,
+        ));
+        rows.push(throughput_row(
+            "lock + unlock, 16 clients / 4 locks",
+            "keep ≈ 7",
+            locks(&z, 16, 4, seconds).await?,
+            locks(&e, 16, 4, seconds).await?,
+        ));
+        let count = args.compare_leases;
+        let zp = populate(&z, count).await?;
+        let ep = populate(&e, count).await?;
+        rows.push(throughput_row(
+            &format!("populate {count} leases with a key each"),
+            "≥ 3",
+            zp,
+            ep,
+        ));
+        let (zr, er) = (
+            max_rss_mib(&zaris_cluster.pids()),
+            max_rss_mib(&etcd_cluster.pids()),
+        );
+        rows.push(Row {
+            workload: format!("RSS of the largest node with {count} leases + keys"),
+            zaris: zr,
+            etcd: er,
+            unit: "MiB",
+            target: "≤ 0.5",
+            detail: String::new(),
+        });
+        anyhow::Ok(())
+    }
+    .await;
+    zaris_cluster.stop().await;
+    etcd_cluster.stop().await;
+    result?;
+
+    let (zf, ef) = failovers(args, &etcd_bin, root.path()).await?;
+    rows.push(Row {
+        workload: "failover: kill -9 of the leader → first write (median)".into(),
+        zaris: zf.percentile(0.5).as_secs_f64() * 1e3,
+        etcd: ef.percentile(0.5).as_secs_f64() * 1e3,
+        unit: "ms",
+        target: "zaris ≤ 500 ms",
+        detail: format!(
+            "runs: zaris {} ms; etcd {} ms",
+            millis_list(&zf.latencies),
+            millis_list(&ef.latencies)
+        ),
+    });
+    print_table(&rows);
+    Ok(())
+}
+
+fn throughput_row(workload: &str, target: &'static str, zaris: Sample, etcd: Sample) -> Row {
+    println!(
+        "{workload}: zaris {:.0}/s, etcd {:.0}/s",
+        zaris.rate(),
+        etcd.rate()
+    );
+    let detail = format!(
+        "p50 {:.1} / {:.1} ms, p99 {:.1} / {:.1} ms; failed {} / {}",
+        ms(zaris.percentile(0.5)),
+        ms(etcd.percentile(0.5)),
+        ms(zaris.percentile(0.99)),
+        ms(etcd.percentile(0.99)),
+        zaris.failed,
+        etcd.failed
+    );
+    Row {
+        workload: workload.to_owned(),
+        zaris: zaris.rate(),
+        etcd: etcd.rate(),
+        unit: "/s",
+        target,
+        detail,
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn millis_list(samples: &[Duration]) -> String {
+    let all: Vec<String> = samples.iter().map(|d| d.as_millis().to_string()).collect();
+    all.join(", ")
+}
+
+fn print_table(rows: &[Row]) {
+    println!();
+    println!("| workload | zaris | etcd | zaris / etcd | target | detail (zaris / etcd) |");
+    println!("|---|---|---|---|---|---|");
+    for row in rows {
+        println!(
+            "| {} | {:.0} {} | {:.0} {} | {:.2} | {} | {} |",
+            row.workload,
+            row.zaris,
+            row.unit,
+            row.etcd,
+            row.unit,
+            row.zaris / row.etcd.max(1e-9),
+            row.target,
+            row.detail
+        );
+    }
+}
+
+/// Runs `workers` loops of `op` for `duration`, each call timed.
+async fn closed_loop<T, F, Fut>(target: &T, workers: usize, duration: Duration, op: F) -> Sample
+where
+    T: Target,
+    F: Fn(T, usize, u64) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
+{
+    let started = Instant::now();
+    let until = started + duration;
+    let tasks: Vec<_> = (0..workers)
+        .map(|worker| {
+            let (target, op) = (target.clone(), op.clone());
+            tokio::spawn(async move {
+                let mut sample = Sample::default();
+                let mut n = 0u64;
+                while Instant::now() < until {
+                    let sent = Instant::now();
+                    match tokio::time::timeout(CALL_TIMEOUT, op(target.clone(), worker, n)).await {
+                        Ok(Ok(())) => {
+                            sample.ok += 1;
+                            sample.latencies.push(sent.elapsed());
+                        }
+                        Ok(Err(_)) | Err(_) => sample.failed += 1,
+                    }
+                    n += 1;
+                }
+                sample
+            })
+        })
+        .collect();
+    let mut total = Sample::default();
+    for task in tasks {
+        if let Ok(sample) = task.await {
+            total.merge(sample);
+        }
+    }
+    total.elapsed = started.elapsed();
+    total
+}
+
+async fn grant_many<T: Target>(target: &T, count: usize) -> anyhow::Result<Vec<u64>> {
+    futures::stream::iter((0..count).map(|_| target.grant(TTL)))
+        .buffer_unordered(64)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect()
+}
+
+async fn puts<T: Target>(target: &T, workers: usize, duration: Duration) -> anyhow::Result<Sample> {
+    let lease = target.grant(TTL).await?;
+    Ok(closed_loop(target, workers, duration, move |t, worker, n| {
+        t.put(
+            format!("bench/{worker}/{}", n % 1_000),
+            vec![b'x'; 64],
+            lease,
+        )
+    })
+    .await)
+}
+
+async fn grants<T: Target>(
+    target: &T,
+    workers: usize,
+    duration: Duration,
+) -> anyhow::Result<Sample> {
+    Ok(
+        closed_loop(target, workers, duration, |t, _, _| async move {
+            t.grant(TTL).await.map(drop)
+        })
+        .await,
+    )
+}
+
+/// `locks` locks shared round-robin by `workers` workers, each with a lease of its own: every
+/// call acquires (waiting its turn) and releases.
+async fn locks<T: Target>(
+    target: &T,
+    workers: usize,
+    locks: usize,
+    duration: Duration,
+) -> anyhow::Result<Sample> {
+    let leases = Arc::new(grant_many(target, workers).await?);
+    Ok(closed_loop(target, workers, duration, move |t, worker, _| {
+        let name = format!("bench-lock/{workers}x{locks}/{}", worker % locks);
+        t.lock_cycle(name, leases[worker])
+    })
+    .await)
+}
+
+/// `streams` KeepAlive streams, each keeping `depth` renewals in flight, one lease per request
+/// (each stream renews its own `depth` leases in turn).
+async fn keepalives<T: Target>(
+    target: &T,
+    streams: usize,
+    depth: usize,
+    duration: Duration,
+) -> anyhow::Result<Sample> {
+    let leases = grant_many(target, streams * depth).await?;
+    let mut tasks = Vec::new();
+    let started = Instant::now();
+    let until = started + duration;
+    for mine in leases.chunks(depth).map(<[u64]>::to_vec) {
+        let mut renewer = target.renewer().await?;
+        tasks.push(tokio::spawn(async move {
+            let mut sample = Sample::default();
+            let mut sent = VecDeque::new();
+            for &lease in &mine {
+                renewer.send(lease).await?;
+                sent.push_back(Instant::now());
+            }
+            let mut next_lease = mine.iter().cycle();
+            while Instant::now() < until {
+                let result = match tokio::time::timeout(CALL_TIMEOUT, renewer.next()).await {
+                    Ok(result) => result,
+                    Err(_) => anyhow::bail!("a renewal went unanswered for {CALL_TIMEOUT:?}"),
+                };
+                let at = sent.pop_front().unwrap_or(until);
+                match result {
+                    Ok(()) => {
+                        sample.ok += 1;
+                        sample.latencies.push(at.elapsed());
+                    }
+                    Err(_) => sample.failed += 1,
+                }
+                if let Some(&lease) = next_lease.next() {
+                    renewer.send(lease).await?;
+                    sent.push_back(Instant::now());
+                }
+            }
+            anyhow::Ok(sample)
+        }));
+    }
+    let mut total = Sample::default();
+    for task in tasks {
+        total.merge(task.await??);
+    }
+    total.elapsed = started.elapsed();
+    Ok(total)
+}
+
+/// `count` leases, each with one 64-byte key bound to it, granted and put by 32 workers: the
+/// rate of (grant, put) pairs.
+async fn populate<T: Target>(target: &T, count: usize) -> anyhow::Result<Sample> {
+    let next = Arc::new(Mutex::new(0usize));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..POPULATE_WORKERS)
+        .map(|_| {
+            let (target, next) = (target.clone(), next.clone());
+            tokio::spawn(async move {
+                let mut sample = Sample::default();
+                loop {
+                    let i = {
+                        let mut next = next.lock().await;
+                        if *next >= count {
+                            break;
+                        }
+                        *next += 1;
+                        *next
+                    };
+                    let sent = Instant::now();
+                    let pair = async {
+                        let lease = target.grant(TTL).await?;
+                        target
+                            .put(format!("populate/{i:08}"), vec![b'v'; 64], lease)
+                            .await
+                    };
+                    match tokio::time::timeout(CALL_TIMEOUT, pair).await {
+                        Ok(Ok(())) => {
+                            sample.ok += 1;
+                            sample.latencies.push(sent.elapsed());
+                        }
+                        Ok(Err(_)) | Err(_) => sample.failed += 1,
+                    }
+                }
+                sample
+            })
+        })
+        .collect();
+    let mut total = Sample::default();
+    for task in tasks {
+        total.merge(task.await?);
+    }
+    total.elapsed = started.elapsed();
+    Ok(total)
+}
+
+/// The largest resident set among `pids`, in MiB (from /proc).
+fn max_rss_mib(pids: &[u32]) -> f64 {
+    pids.iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
+        .filter_map(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("VmRSS:"))
+                .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .fold(0.0, f64::max)
+        / 1024.0
+}
+
+/// Kill -9 of the leader to the first acknowledged write, `args.failover_runs` times per system,
+/// alternating, each on a fresh cluster.
+async fn failovers(
+    args: &Args,
+    etcd_bin: &std::path::Path,
+    root: &std::path::Path,
+) -> anyhow::Result<(Sample, Sample)> {
+    let (mut zaris, mut etcd) = (Sample::default(), Sample::default());
+    for run in 0..args.failover_runs.max(1) {
+        let mut cluster =
+            ZarisCluster::start(&args.zaris, &root.join(format!("zaris-failover-{run}"))).await?;
+        let measured = async {
+            warm_up(&cluster.target().await?).await?;
+            let survivors = cluster.kill_leader().await?;
+            let stopped = Instant::now();
+            survivors
+                .put("after/stop".into(), b"ok".to_vec(), 0)
+                .await?;
+            anyhow::Ok(stopped.elapsed())
+        }
+        .await;
+        cluster.stop().await;
+        zaris.latencies.push(measured?);
+
+        let mut cluster =
+            EtcdCluster::start(etcd_bin, &root.join(format!("etcd-failover-{run}"))).await?;
+        let measured = async {
+            warm_up(&cluster.target().await?).await?;
+            let survivors = cluster.kill_leader().await?;
+            let stopped = Instant::now();
+            etcd::put_somewhere(&survivors, Duration::from_secs(30)).await?;
+            anyhow::Ok(stopped.elapsed())
+        }
+        .await;
+        cluster.stop().await;
+        etcd.latencies.push(measured?);
+    }
+    Ok((zaris, etcd))
+}
+
+async fn warm_up<T: Target>(target: &T) -> anyhow::Result<()> {
+    target.put("warm".into(), b"up".to_vec(), 0).await
+}
