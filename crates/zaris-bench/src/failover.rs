@@ -1,6 +1,7 @@
 //! Failover: from stopping the Raft leader to the first write the rest of the cluster
 //! acknowledges, for a crash (`kill -9`) and for a planned stop (SIGTERM, which hands
-//! leadership over first), each on fresh 3-node clusters at the server's default timings.
+//! leadership over first), each on fresh 3-node clusters at the server's default timings (or
+//! those `--election-timeout-ms` and `--heartbeat-ms` give).
 
 use std::time::{Duration, Instant};
 
@@ -40,7 +41,14 @@ pub async fn compare(args: &Args) -> anyhow::Result<()> {
 async fn one(args: &Args, planned: bool) -> anyhow::Result<Duration> {
     let root = tempfile::tempdir()?;
     let mut nodes = grow_cluster(3, |id| {
-        Serve::new(&args.zaris, id, root.path()).ready_timeout(READY_TIMEOUT)
+        let mut serve = Serve::new(&args.zaris, id, root.path()).ready_timeout(READY_TIMEOUT);
+        if let Some(ms) = args.election_timeout_ms {
+            serve = serve.election_timeout_ms(ms);
+        }
+        if let Some(ms) = args.heartbeat_ms {
+            serve = serve.heartbeat_ms(ms);
+        }
+        serve
     })
     .await?;
     let endpoints: Vec<String> = nodes.iter().map(|n| n.endpoint().to_owned()).collect();

@@ -56,6 +56,12 @@ pub(crate) struct Args {
     /// to the first acknowledged write, on fresh clusters at the default timings.
     #[arg(long)]
     failover: bool,
+    /// The Zaris nodes' election timeout for --failover (default: the server's, 1,000 ms).
+    #[arg(long)]
+    election_timeout_ms: Option<u64>,
+    /// The Zaris nodes' heartbeat interval for --failover (default: the server's, 100 ms).
+    #[arg(long)]
+    heartbeat_ms: Option<u64>,
     /// Clusters per kind of stop in the failover measurement (and per system with --compare).
     #[arg(long, default_value_t = 5)]
     failover_runs: usize,

@@ -86,6 +86,7 @@ pub use lease_handle::Lease;
 pub use lock::{LockHolder, LockOutcome, LockStatus, UnlockOutcome};
 pub use lock_guard::LockGuard;
 pub use presence::{Member, Presence, PresenceEvent, PresenceWatch};
+pub use routing::MAX_ELECTION_BACKOFF;
 pub use snapshot::SnapshotSaved;
 pub use tls::ClientTls;
 pub use watch::{EventKind, WatchEvent, WatchOptions, Watcher};

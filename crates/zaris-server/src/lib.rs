@@ -24,6 +24,7 @@ mod network;
 mod node;
 mod observer;
 mod plaintext;
+mod prompt_election;
 mod propose;
 mod renew;
 mod services;

@@ -42,6 +42,9 @@ pub const RAFT_APPLIED_INDEX: &str = "zaris_raft_applied_index";
 /// Leadership handovers this node started as the leader (before a planned stop, or removing
 /// itself), by `result` (`ok`: another node leads; `failed`).
 pub const LEADERSHIP_HANDOVERS: &str = "zaris_leadership_handovers_total";
+/// Elections this node called as the designated follower of a leader silent past its lease
+/// (`prompt_election.rs`).
+pub const ELECTIONS_CALLED: &str = "zaris_elections_called_total";
 /// Leadership changes seen by this node.
 pub const LEADER_CHANGES: &str = "zaris_raft_leader_changes_total";
 /// Applied requests the state machine rejected (a typed rejection, nothing changed), by `reason`.

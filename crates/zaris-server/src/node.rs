@@ -34,6 +34,7 @@ use crate::lessor_task::{ExpiryLoop, LessorProgress};
 use crate::locks::LockWaiters;
 use crate::network::{MAX_APPEND_BYTES, MAX_RAFT_MESSAGE_BYTES, NetworkFactory};
 use crate::observer::NodeObserver;
+use crate::prompt_election::LeaderContact;
 use crate::propose::Proposer;
 use crate::renew::RenewBatcher;
 use crate::services::raft::RaftPeerService;
@@ -78,6 +79,7 @@ pub struct NodeHandle {
     /// Wakes the certificate watcher to re-read every TLS file now.
     tls_reload: Arc<tokio::sync::Notify>,
     election_timeout: Duration,
+    leader_contact: Arc<LeaderContact>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 }
@@ -259,6 +261,15 @@ impl Node {
         // The Raft service has a listener of its own: clients never reach it, and it can sit on
         // a private network.
         // A peer whose message is refused is cut off (`cutoff.rs`).
+        let leader_contact = LeaderContact::new();
+        tracker.spawn(crate::prompt_election::run(
+            raft.clone(),
+            node_id,
+            leader_contact.clone(),
+            Duration::from_millis(config.election_timeout_ms),
+            Duration::from_millis((config.heartbeat_ms / 5).max(5)),
+            shutdown.clone(),
+        ));
         let peer_connections = Connections::new("peer");
         let peer_server = tonic::transport::Server::builder().add_service(PeerGuard::new(
             RaftServiceServer::new(RaftPeerService::new(
@@ -267,6 +278,7 @@ impl Node {
                 peer_tls.is_some(),
                 state.clone(),
                 config.limits.clone(),
+                leader_contact.clone(),
             ))
             .max_decoding_message_size(MAX_RAFT_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES),
@@ -389,6 +401,7 @@ impl Node {
             lessor_progress,
             tls_reload,
             election_timeout: Duration::from_millis(config.election_timeout_ms),
+            leader_contact,
             shutdown,
             tracker,
         };
@@ -591,6 +604,12 @@ impl NodeHandle {
                 None
             }
         }
+    }
+
+    /// Elections this node called because the leader fell silent past its lease
+    /// (`prompt_election.rs`).
+    pub fn elections_called(&self) -> u64 {
+        self.leader_contact.called()
     }
 
     pub fn state(&self) -> &StateHandle {

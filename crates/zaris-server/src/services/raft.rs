@@ -6,7 +6,10 @@
 //! dials. A node whose membership does not name the sender (a new node that has not learnt the
 //! membership yet) cannot check and accepts; a node whose membership lacks the sender refuses it.
 
+use std::sync::Arc;
+
 use openraft::async_runtime::WatchReceiver;
+use openraft::raft::AppendEntriesResponse;
 use openraft::vote::RaftLeaderId;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde::Serialize;
@@ -20,6 +23,7 @@ use zaris_raft::{Raft, Snapshot, SnapshotMeta, StateHandle, Vote};
 
 use crate::error::ApiError;
 use crate::network::MAX_RAFT_MESSAGE_BYTES;
+use crate::prompt_election::LeaderContact;
 
 /// Counts a refused peer message, and logs it: a peer of another cluster, a node of another
 /// version, or something that is not a peer at all.
@@ -39,6 +43,8 @@ pub struct RaftPeerService {
     state: StateHandle,
     /// This node's configured limits: the cluster's, unless it has not applied them yet.
     configured: Limits,
+    /// When a leader was last heard from, for a prompt election when it falls silent.
+    contact: Arc<LeaderContact>,
 }
 
 impl RaftPeerService {
@@ -48,6 +54,7 @@ impl RaftPeerService {
         check_identity: bool,
         state: StateHandle,
         configured: Limits,
+        contact: Arc<LeaderContact>,
     ) -> Self {
         RaftPeerService {
             raft,
@@ -55,6 +62,7 @@ impl RaftPeerService {
             check_identity,
             state,
             configured,
+            contact,
         }
     }
 
@@ -168,6 +176,10 @@ impl RaftService for RaftPeerService {
             .append_entries(rpc)
             .await
             .map_err(ApiError::raft_stopped)?;
+        // Only a leader of a term this node has not left behind counts as heard from.
+        if !matches!(response, AppendEntriesResponse::HigherVote(_)) {
+            self.contact.heard();
+        }
         Ok(self.reply(&response)?)
     }
 

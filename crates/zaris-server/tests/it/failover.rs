@@ -235,3 +235,39 @@ async fn renewals_from_many_clients_share_entries() {
     );
     cluster.shutdown().await;
 }
+
+/// A leader that falls silent is replaced by an election the designated follower (the lowest id
+/// left) calls as soon as the leader's lease on it runs out; the other follower keeps its random
+/// timer and calls none. Writes go on under the new leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lowest_follower_calls_the_election_when_the_leader_falls_silent() {
+    let mut cluster = TestCluster::start(3).await;
+    let leader = cluster.leader().await;
+    let followers = cluster.followers(leader);
+    let designated = *followers.iter().min().expect("two followers");
+    let other = *followers.iter().max().expect("two followers");
+    let before: Vec<u64> = followers
+        .iter()
+        .map(|id| cluster.node(*id).elections_called())
+        .collect();
+    assert_eq!(before, [0, 0], "nobody calls while the leader speaks");
+
+    cluster.stop(leader).await;
+    let new_leader = cluster.leader().await;
+    assert_ne!(new_leader, leader);
+    assert!(
+        cluster.node(designated).elections_called() >= 1,
+        "node {designated} should have called the election"
+    );
+    assert_eq!(
+        cluster.node(other).elections_called(),
+        0,
+        "node {other} is not the designated caller"
+    );
+    let client = cluster.client(&cluster.running()).await;
+    client
+        .put("after/failover", "ok", PutOptions::default())
+        .await
+        .expect("a write under the new leader");
+    cluster.shutdown().await;
+}
