@@ -57,8 +57,8 @@ pub(crate) async fn open_db(dir: &Path) -> io::Result<sled::Db> {
                 .cache_capacity(SLED_CACHE_BYTES)
                 .open()
         })
-            .await
-            .map_err(io::Error::other)?;
+        .await
+        .map_err(io::Error::other)?;
         match opened {
             Ok(db) => return Ok(db),
             Err(sled::Error::Io(e))
