@@ -287,3 +287,39 @@ async fn leader_answers_who_leads_and_a_keepalive_stream_pipelines_renewals() {
     );
     cluster.shutdown().await;
 }
+
+/// A client that pipelines far past the per-stream bound (256 in progress) and reads nothing for
+/// a while stalls only itself: other clients are served meanwhile, and every answer then comes,
+/// in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_that_pipelines_past_the_bound_and_reads_late_stalls_only_itself() {
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.leader().await;
+    let client = cluster.client(&[leader]).await;
+    let lease = client
+        .grant(Duration::from_secs(30))
+        .await
+        .expect("grant")
+        .id;
+    let mut stream = client.keep_alive_stream().await.expect("stream");
+    const SENT: usize = 1_000;
+    let mut seqs = Vec::with_capacity(SENT);
+    for _ in 0..SENT {
+        seqs.push(stream.send([lease]).await.expect("send"));
+    }
+    let other = cluster.client(&[leader]).await;
+    other
+        .put("meanwhile", "served", PutOptions::default())
+        .await
+        .expect("another client is served while the stream's answers wait");
+    other
+        .keep_alive_once([lease])
+        .await
+        .expect("and so is another stream");
+    for (i, seq) in seqs.iter().enumerate() {
+        let answer = stream.next().await.expect("every answer comes");
+        assert_eq!(answer.seq, *seq, "answer {i} out of order");
+        assert_eq!(answer.renewed.len(), 1, "answer {i}");
+    }
+    cluster.shutdown().await;
+}
