@@ -93,12 +93,14 @@ fn main() -> anyhow::Result<()> {
     if args.compare.is_some() {
         // Interrupted, the run is dropped, and with it every node and member it started.
         return runtime.block_on(async {
-            let mut terminate =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+            use tokio::signal::unix::{SignalKind, signal};
+            let mut terminate = signal(SignalKind::terminate())?;
+            let mut hangup = signal(SignalKind::hangup())?;
             tokio::select! {
                 result = compare::run(&args) => result,
                 _ = tokio::signal::ctrl_c() => anyhow::bail!("interrupted"),
                 _ = terminate.recv() => anyhow::bail!("terminated"),
+                _ = hangup.recv() => anyhow::bail!("hung up"),
             }
         });
     }

@@ -22,12 +22,15 @@ use crate::error::RpcError;
 /// stops. A member answers such a try at once (NOT_LEADER, NO_LEADER) or refuses the connection,
 /// which costs it next to nothing, and a new leader is in place within about an election
 /// timeout: a client that had doubled its backoff to a second would find it up to a second late.
-/// (etcd's Go client retries every 25 ms.) Jittered like every backoff, so 50 to 100 ms.
+/// (etcd's Go client retries every 25 ms.) It caps the backoff before jitter, so tries come 50 to
+/// 100 ms apart once the backoff has reached it, whatever maximum `with_backoff` set.
 pub const MAX_ELECTION_BACKOFF: Duration = Duration::from_millis(100);
 
-/// Whether `err` says the Raft leader is moving rather than that a member is overloaded or slow:
-/// refusals that name no leader, a lost leadership, a member shutting down, and a connection
-/// that was refused or broke (a member that died). Timeouts are not: they may be load.
+/// Whether `err` says the Raft leader is moving rather than that a member is overloaded, slow or
+/// misconfigured: refusals that name no leader, a lost leadership, a member shutting down, and a
+/// connection that was refused or broke (a member that died). Not timeouts (they may be load),
+/// TLS failures (a handshake each try would cost the member) or a connection the member closed
+/// before the call (its connection limits).
 fn leader_moving(err: &RpcError) -> bool {
     if let Some(detail) = err.detail() {
         return matches!(
@@ -38,7 +41,16 @@ fn leader_moving(err: &RpcError) -> bool {
                 | ErrorCode::ShuttingDown)
         );
     }
-    (err.is_connect_failure() || err.is_transport_failure()) && err.code() != Code::DeadlineExceeded
+    !err.is_tls_failure()
+        && matches!(
+            err.io_error_kind(),
+            Some(
+                std::io::ErrorKind::ConnectionRefused
+                    | std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::BrokenPipe
+            )
+        )
 }
 
 /// What the retry loop does after a failed attempt.
@@ -177,13 +189,11 @@ impl Router {
     /// The next backoff delay (jittered, at least the server's `retry_after_ms`), no longer
     /// than [`MAX_ELECTION_BACKOFF`] while the leader is moving.
     pub(crate) fn backoff_delay(&mut self, err: &RpcError) -> Duration {
-        let delay = self.next_backoff();
-        let delay = if leader_moving(err) {
-            delay.min(jitter(MAX_ELECTION_BACKOFF))
-        } else {
-            delay
-        };
-        delay.max(err.retry_after())
+        let mut delay = self.backoff.next_delay();
+        if leader_moving(err) {
+            delay = delay.min(MAX_ELECTION_BACKOFF);
+        }
+        jitter(delay).max(err.retry_after())
     }
 
     /// The next backoff delay, jittered, when no error says more.

@@ -78,6 +78,7 @@ pub async fn ensure_installed(explicit: Option<&Path>) -> anyhow::Result<PathBuf
             .args(args)
             .env("DEBIAN_FRONTEND", "noninteractive")
             .stdout(Stdio::null())
+            .kill_on_drop(true)
             .status()
             .await?;
         anyhow::ensure!(

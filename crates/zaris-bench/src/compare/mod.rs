@@ -242,7 +242,14 @@ where
                 let mut n = 0u64;
                 while Instant::now() < until {
                     let sent = Instant::now();
-                    match tokio::time::timeout(CALL_TIMEOUT, op(target.clone(), worker, n)).await {
+                    let result =
+                        tokio::time::timeout(CALL_TIMEOUT, op(target.clone(), worker, n)).await;
+                    // Only calls that end within the run count, so the rate is over `duration`
+                    // exactly, whatever the calls in flight at its end do.
+                    if Instant::now() > until {
+                        break;
+                    }
+                    match result {
                         Ok(Ok(())) => {
                             sample.ok += 1;
                             sample.latencies.push(sent.elapsed());
@@ -257,11 +264,16 @@ where
         .collect();
     let mut total = Sample::default();
     for task in tasks {
-        if let Ok(sample) = task.await {
-            total.merge(sample);
+        match task.await {
+            Ok(sample) => total.merge(sample),
+            // A worker that panicked: its calls are lost to the figure, so say so.
+            Err(e) => {
+                eprintln!("a worker failed: {e}");
+                total.failed += 1;
+            }
         }
     }
-    total.elapsed = started.elapsed();
+    total.elapsed = duration;
     total
 }
 
@@ -339,6 +351,9 @@ async fn keepalives<T: Target>(
                     Ok(result) => result,
                     Err(_) => anyhow::bail!("a renewal went unanswered for {CALL_TIMEOUT:?}"),
                 };
+                if Instant::now() > until {
+                    break;
+                }
                 let at = sent.pop_front().unwrap_or(until);
                 match result {
                     Ok(()) => {
@@ -359,7 +374,7 @@ async fn keepalives<T: Target>(
     for task in tasks {
         total.merge(task.await??);
     }
-    total.elapsed = started.elapsed();
+    total.elapsed = duration;
     Ok(total)
 }
 

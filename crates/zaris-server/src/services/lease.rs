@@ -238,8 +238,8 @@ impl Lease for LeaseService {
 /// is sent after the answers before it and ends the stream; the requests after it are dropped
 /// unanswered (indeterminate to the client: renewing again is harmless).
 ///
-/// Ends when the client closes its side and every answer is out, on the first error, or when the
-/// node stops serving.
+/// Ends when the client has closed its side and every answer is out, on the first error, when the
+/// client goes away (its response stream dropped), or when the node stops serving.
 async fn pump_keepalives(
     context: Arc<NodeContext>,
     credential: Arc<Credential>,
@@ -257,12 +257,16 @@ async fn pump_keepalives(
                 .map_err(Status::from)
         }
     };
-    loop {
+    // `select!`'s `else` would never run (the shutdown and closed branches are always enabled),
+    // so the end of a half-closed stream is checked here.
+    while reading || !in_flight.is_empty() {
         tokio::select! {
             // Answers first: a client that sends faster than renewals commit must not starve
             // the answers it waits for.
             biased;
             _ = context.shutdown.cancelled() => break,
+            // Noticed even while no request is read (all answered but the stream half-closed).
+            _ = tx.closed() => break,
             Some(answer) = in_flight.next(), if !in_flight.is_empty() => {
                 let failed = answer.is_err();
                 if tx.send(answer).await.is_err() || failed {
@@ -280,7 +284,6 @@ async fn pump_keepalives(
                     None => reading = false,
                 }
             }
-            else => break,
         }
     }
     debug!(node_id = context.node_id, "keepalive stream ended");
