@@ -3,6 +3,7 @@
 //! leadership over first), each on fresh 3-node clusters at the server's default timings (or
 //! those `--election-timeout-ms` and `--heartbeat-ms` give).
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use zaris_client::{Client, ClientOptions, PutOptions};
@@ -21,7 +22,8 @@ pub async fn compare(args: &Args) -> anyhow::Result<()> {
     ] {
         let mut samples = Vec::new();
         for _ in 0..args.failover_runs {
-            samples.push(one(args, planned).await?);
+            let timings = (args.election_timeout_ms, args.heartbeat_ms);
+            samples.push(one(&args.zaris, timings, planned).await?);
         }
         samples.sort();
         let median = samples[samples.len() / 2];
@@ -38,14 +40,22 @@ pub async fn compare(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn one(args: &Args, planned: bool) -> anyhow::Result<Duration> {
+/// One fresh 3-node cluster of `zaris` at `timings` (election timeout and heartbeat in ms, the
+/// server's defaults where None): the time from stopping its leader (SIGTERM if `planned`, else
+/// kill -9) to the first write the other two acknowledge.
+pub async fn one(
+    zaris: &Path,
+    timings: (Option<u64>, Option<u64>),
+    planned: bool,
+) -> anyhow::Result<Duration> {
     let root = tempfile::tempdir()?;
+    let (election_timeout_ms, heartbeat_ms) = timings;
     let mut nodes = grow_cluster(3, |id| {
-        let mut serve = Serve::new(&args.zaris, id, root.path()).ready_timeout(READY_TIMEOUT);
-        if let Some(ms) = args.election_timeout_ms {
+        let mut serve = Serve::new(zaris, id, root.path()).ready_timeout(READY_TIMEOUT);
+        if let Some(ms) = election_timeout_ms {
             serve = serve.election_timeout_ms(ms);
         }
-        if let Some(ms) = args.heartbeat_ms {
+        if let Some(ms) = heartbeat_ms {
             serve = serve.heartbeat_ms(ms);
         }
         serve

@@ -5,6 +5,7 @@
 
 mod compare;
 mod failover;
+mod load;
 mod memory;
 mod tls;
 mod workloads;

@@ -8,43 +8,7 @@ use futures::StreamExt;
 use zaris_client::{Client, PutOptions, RangeOptions};
 use zaris_core::LeaseId;
 
-/// Runs `clients` loops of `op` for `duration`; returns (operations, errors).
-async fn closed_loop<F, Fut>(
-    client: &Client,
-    clients: usize,
-    duration: Duration,
-    op: F,
-) -> (u64, u64)
-where
-    F: Fn(Client, u64) -> Fut + Send + Sync + Clone + 'static,
-    Fut: std::future::Future<Output = bool> + Send,
-{
-    let done = Arc::new(AtomicU64::new(0));
-    let failed = Arc::new(AtomicU64::new(0));
-    let until = Instant::now() + duration;
-    let tasks: Vec<_> = (0..clients)
-        .map(|worker| {
-            let (client, op, done, failed) =
-                (client.clone(), op.clone(), done.clone(), failed.clone());
-            tokio::spawn(async move {
-                let mut n = 0u64;
-                while Instant::now() < until {
-                    let ok = op(client.clone(), (worker as u64) << 32 | n).await;
-                    n += 1;
-                    if ok {
-                        done.fetch_add(1, Ordering::Relaxed);
-                    } else {
-                        failed.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        let _ = task.await;
-    }
-    (done.load(Ordering::Relaxed), failed.load(Ordering::Relaxed))
-}
+use crate::load::closed_loop;
 
 fn rate(count: u64, duration: Duration) -> f64 {
     count as f64 / duration.as_secs_f64()
@@ -52,15 +16,18 @@ fn rate(count: u64, duration: Duration) -> f64 {
 
 /// Grants per second, printed and returned.
 pub async fn grants(client: &Client, clients: usize, duration: Duration) -> anyhow::Result<f64> {
-    let (done, failed) = closed_loop(client, clients, duration, |client, _| async move {
-        client.grant(Duration::from_secs(60)).await.is_ok()
+    let sample = closed_loop(client, clients, duration, |client, _, _| async move {
+        client.grant(Duration::from_secs(60)).await?;
+        Ok(())
     })
     .await;
     println!(
-        "grants: {:.0}/s ({clients} clients, {done} granted, {failed} failed)",
-        rate(done, duration)
+        "grants: {:.0}/s ({clients} clients, {} granted, {} failed)",
+        sample.rate(),
+        sample.ok,
+        sample.failed
     );
-    Ok(rate(done, duration))
+    Ok(sample.rate())
 }
 
 /// Puts (64-byte values bound to one lease) per second, printed and returned.
@@ -70,22 +37,26 @@ pub async fn puts_with_lease(
     duration: Duration,
 ) -> anyhow::Result<f64> {
     let lease = client.grant(Duration::from_secs(600)).await?.id;
-    let (done, failed) = closed_loop(client, clients, duration, move |client, n| async move {
+    let sample = closed_loop(client, clients, duration, move |client, worker, n| {
         let options = PutOptions {
             lease: Some(lease),
             ..PutOptions::default()
         };
-        client
-            .put(format!("bench/{}", n % 5_000), vec![b'x'; 64], options)
-            .await
-            .is_ok()
+        // 5,000 keys in all, whichever worker writes them.
+        let key = format!("bench/{}", ((worker as u64) << 32 | n) % 5_000);
+        async move {
+            client.put(key, vec![b'x'; 64], options).await?;
+            Ok(())
+        }
     })
     .await;
     println!(
-        "puts with a lease: {:.0}/s ({clients} clients, {done} put, {failed} failed)",
-        rate(done, duration)
+        "puts with a lease: {:.0}/s ({clients} clients, {} put, {} failed)",
+        sample.rate(),
+        sample.ok,
+        sample.failed
     );
-    Ok(rate(done, duration))
+    Ok(sample.rate())
 }
 
 /// `leases` leases renewed continuously by 16 clients, each sending batches of its share.

@@ -258,9 +258,8 @@ impl Node {
             election_timeout: DurationMs::new(config.election_timeout_ms),
         };
 
-        // The Raft service has a listener of its own: clients never reach it, and it can sit on
-        // a private network.
-        // A peer whose message is refused is cut off (`cutoff.rs`).
+        // The Raft service stamps each leader contact; a follower calls the election promptly
+        // when the leader falls silent (`prompt_election.rs`).
         let leader_contact = LeaderContact::new();
         tracker.spawn(crate::prompt_election::run(
             raft.clone(),
@@ -270,6 +269,9 @@ impl Node {
             Duration::from_millis((config.heartbeat_ms / 5).max(5)),
             shutdown.clone(),
         ));
+        // The Raft service has a listener of its own: clients never reach it, and it can sit on
+        // a private network.
+        // A peer whose message is refused is cut off (`cutoff.rs`).
         let peer_connections = Connections::new("peer");
         let peer_server = tonic::transport::Server::builder().add_service(PeerGuard::new(
             RaftServiceServer::new(RaftPeerService::new(

@@ -87,19 +87,26 @@ pub struct View {
     pub voters: Vec<u64>,
 }
 
-/// Whether this node should call the election now: it is a voting follower of a known leader, the
-/// voter with the lowest id other than that leader, and has heard nothing from it for longer
-/// than the leader's lease (`lease`, plus `margin` for the other voters' clocks to pass it too).
-pub fn should_call(view: &View, silence: Duration, lease: Duration, margin: Duration) -> bool {
+/// Whether a leader silent for `silence` has been so for longer than its lease (`lease`, plus
+/// `margin` for the other voters' clocks to pass it too). The first half of the decision to call,
+/// checked before the view is taken.
+pub fn past_lease(silence: Duration, lease: Duration, margin: Duration) -> bool {
+    silence > lease + margin
+}
+
+/// Whether this node is the one to call the election: a voting follower of a known leader, and
+/// the voter with the lowest id other than that leader.
+pub fn is_designated(view: &View) -> bool {
     let Some(leader) = view.leader else {
         return false;
     };
     let designated = view.voters.iter().copied().filter(|v| *v != leader).min();
-    view.follower && leader != view.me && designated == Some(view.me) && silence > lease + margin
+    view.follower && leader != view.me && designated == Some(view.me)
 }
 
-/// Watches for a silent leader every `tick` until `shutdown`, calling elections as
-/// [`should_call`] says, at most [`MAX_CALLS_PER_SILENCE`] per silence.
+/// Watches for a silent leader every `tick` until `shutdown`, calling an election when the leader
+/// is [`past_lease`] and this node [`is_designated`], at most [`MAX_CALLS_PER_SILENCE`] per
+/// silence.
 pub async fn run(
     raft: Raft,
     me: u64,
@@ -126,7 +133,7 @@ pub async fn run(
         // Cheap checks first: the leader (and every node most of the time) stops here, before
         // the metrics are copied.
         let spaced = last_call.is_none_or(|at| at.elapsed() >= tick * TICKS_BETWEEN_CALLS);
-        if calls.1 >= MAX_CALLS_PER_SILENCE || silence <= lease + tick || !spaced {
+        if calls.1 >= MAX_CALLS_PER_SILENCE || !past_lease(silence, lease, tick) || !spaced {
             continue;
         }
         let view = {
@@ -138,7 +145,7 @@ pub async fn run(
                 voters: metrics.membership_config.membership().voter_ids().collect(),
             }
         };
-        if !should_call(&view, silence, lease, tick) {
+        if !is_designated(&view) {
             continue;
         }
         calls.1 += 1;
@@ -176,37 +183,32 @@ mod tests {
     #[test]
     fn only_the_lowest_other_voter_calls_and_only_past_the_lease() {
         let silent = LEASE + MARGIN + Duration::from_millis(1);
+        assert!(past_lease(silent, LEASE, MARGIN));
         // Leader 1 is silent: 2 calls, 3 waits for its own timer.
-        assert!(should_call(&view(2, Some(1)), silent, LEASE, MARGIN));
-        assert!(!should_call(&view(3, Some(1)), silent, LEASE, MARGIN));
+        assert!(is_designated(&view(2, Some(1))));
+        assert!(!is_designated(&view(3, Some(1))));
         // Leader 2: 1 is the designated caller.
-        assert!(should_call(&view(1, Some(2)), silent, LEASE, MARGIN));
-        assert!(!should_call(&view(3, Some(2)), silent, LEASE, MARGIN));
+        assert!(is_designated(&view(1, Some(2))));
+        assert!(!is_designated(&view(3, Some(2))));
         // Not before the lease (and the margin) has passed.
-        assert!(!should_call(
-            &view(2, Some(1)),
-            LEASE + MARGIN,
-            LEASE,
-            MARGIN
-        ));
-        assert!(!should_call(&view(2, Some(1)), LEASE, LEASE, MARGIN));
+        assert!(!past_lease(LEASE + MARGIN, LEASE, MARGIN));
+        assert!(!past_lease(LEASE, LEASE, MARGIN));
     }
 
     #[test]
     fn nobody_calls_without_a_known_leader_or_as_a_leader_learner_or_candidate() {
-        let silent = Duration::from_secs(60);
-        assert!(!should_call(&view(2, None), silent, LEASE, MARGIN));
-        assert!(!should_call(&view(1, Some(1)), silent, LEASE, MARGIN));
+        assert!(!is_designated(&view(2, None)));
+        assert!(!is_designated(&view(1, Some(1))));
         let candidate = View {
             follower: false,
             ..view(2, Some(1))
         };
-        assert!(!should_call(&candidate, silent, LEASE, MARGIN));
+        assert!(!is_designated(&candidate));
         let learner = View {
             me: 4,
             ..view(4, Some(1))
         };
-        assert!(!should_call(&learner, silent, LEASE, MARGIN));
+        assert!(!is_designated(&learner));
     }
 
     #[test]

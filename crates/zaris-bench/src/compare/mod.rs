@@ -20,43 +20,12 @@ use self::etcd::EtcdCluster;
 use self::target::{Renewer, Target};
 use self::zaris::ZarisCluster;
 use crate::Args;
+use crate::load::{CALL_TIMEOUT, Sample, closed_loop};
 
 /// Leases granted with this TTL outlive every workload.
 const TTL: Duration = Duration::from_secs(600);
-/// Longest any one call may take before it counts as failed (a hung call must not hang the run).
-const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Workers of the populate phase.
 const POPULATE_WORKERS: usize = 32;
-
-/// What one workload measured on one system.
-#[derive(Clone, Debug, Default)]
-struct Sample {
-    ok: u64,
-    failed: u64,
-    elapsed: Duration,
-    latencies: Vec<Duration>,
-}
-
-impl Sample {
-    fn rate(&self) -> f64 {
-        self.ok as f64 / self.elapsed.as_secs_f64().max(1e-9)
-    }
-
-    fn percentile(&self, p: f64) -> Duration {
-        let mut sorted = self.latencies.clone();
-        sorted.sort_unstable();
-        match sorted.len() {
-            0 => Duration::ZERO,
-            n => sorted[((n - 1) as f64 * p).round() as usize],
-        }
-    }
-
-    fn merge(&mut self, other: Sample) {
-        self.ok += other.ok;
-        self.failed += other.failed;
-        self.latencies.extend(other.latencies);
-    }
-}
 
 /// One row of the table.
 struct Row {
@@ -223,58 +192,6 @@ fn print_table(rows: &[Row]) {
             row.detail
         );
     }
-}
-
-/// Runs `workers` loops of `op` for `duration`, each call timed.
-async fn closed_loop<T, F, Fut>(target: &T, workers: usize, duration: Duration, op: F) -> Sample
-where
-    T: Target,
-    F: Fn(T, usize, u64) -> Fut + Clone + Send + Sync + 'static,
-    Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
-{
-    let started = Instant::now();
-    let until = started + duration;
-    let tasks: Vec<_> = (0..workers)
-        .map(|worker| {
-            let (target, op) = (target.clone(), op.clone());
-            tokio::spawn(async move {
-                let mut sample = Sample::default();
-                let mut n = 0u64;
-                while Instant::now() < until {
-                    let sent = Instant::now();
-                    let result =
-                        tokio::time::timeout(CALL_TIMEOUT, op(target.clone(), worker, n)).await;
-                    // Only calls that end within the run count, so the rate is over `duration`
-                    // exactly, whatever the calls in flight at its end do.
-                    if Instant::now() > until {
-                        break;
-                    }
-                    match result {
-                        Ok(Ok(())) => {
-                            sample.ok += 1;
-                            sample.latencies.push(sent.elapsed());
-                        }
-                        Ok(Err(_)) | Err(_) => sample.failed += 1,
-                    }
-                    n += 1;
-                }
-                sample
-            })
-        })
-        .collect();
-    let mut total = Sample::default();
-    for task in tasks {
-        match task.await {
-            Ok(sample) => total.merge(sample),
-            // A worker that panicked: its calls are lost to the figure, so say so.
-            Err(e) => {
-                eprintln!("a worker failed: {e}");
-                total.failed += 1;
-            }
-        }
-    }
-    total.elapsed = duration;
-    total
 }
 
 async fn grant_many<T: Target>(target: &T, count: usize) -> anyhow::Result<Vec<u64>> {
@@ -447,25 +364,18 @@ async fn failovers(
 ) -> anyhow::Result<(Sample, Sample)> {
     let (mut zaris, mut etcd) = (Sample::default(), Sample::default());
     for run in 0..args.failover_runs.max(1) {
-        let mut cluster =
-            ZarisCluster::start(&args.zaris, &root.join(format!("zaris-failover-{run}"))).await?;
-        let measured = async {
-            warm_up(&cluster.target().await?).await?;
-            let survivors = cluster.kill_leader().await?;
-            let stopped = Instant::now();
-            survivors
-                .put("after/stop".into(), b"ok".to_vec(), 0)
-                .await?;
-            anyhow::Ok(stopped.elapsed())
-        }
-        .await;
-        cluster.stop().await;
-        zaris.latencies.push(measured?);
+        // Zaris as `--failover` measures it, at its default timings (those etcd runs at).
+        let measured = crate::failover::one(&args.zaris, (None, None), false).await?;
+        zaris.latencies.push(measured);
 
         let mut cluster =
             EtcdCluster::start(etcd_bin, &root.join(format!("etcd-failover-{run}"))).await?;
         let measured = async {
-            warm_up(&cluster.target().await?).await?;
+            cluster
+                .target()
+                .await?
+                .put("warm".into(), b"up".to_vec(), 0)
+                .await?;
             let survivors = cluster.kill_leader().await?;
             let stopped = Instant::now();
             etcd::put_somewhere(&survivors, Duration::from_secs(30)).await?;
@@ -476,8 +386,4 @@ async fn failovers(
         etcd.latencies.push(measured?);
     }
     Ok((zaris, etcd))
-}
-
-async fn warm_up<T: Target>(target: &T) -> anyhow::Result<()> {
-    target.put("warm".into(), b"up".to_vec(), 0).await
 }

@@ -46,26 +46,6 @@ impl ZarisCluster {
         self.nodes.iter().filter_map(ServeProcess::pid).collect()
     }
 
-    /// Kills the Raft leader (`kill -9`); a client of the two left.
-    pub async fn kill_leader(&mut self) -> anyhow::Result<ZarisTarget> {
-        let leader = self.target().await?.0.leader().await?.id;
-        let survivors: Vec<String> = self
-            .nodes
-            .iter()
-            .filter(|n| n.id() != leader)
-            .map(|n| n.endpoint().to_owned())
-            .collect();
-        let options = ClientOptions::default().with_timeout(Duration::from_secs(30));
-        let client = Client::connect_with(survivors, options).await?;
-        let victim = self
-            .nodes
-            .iter_mut()
-            .find(|n| n.id() == leader)
-            .ok_or_else(|| anyhow::anyhow!("no process for leader {leader}"))?;
-        victim.kill().await;
-        Ok(ZarisTarget(client))
-    }
-
     pub async fn stop(mut self) {
         for node in &mut self.nodes {
             node.kill().await;
