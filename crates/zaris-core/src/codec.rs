@@ -18,10 +18,12 @@ use crate::state::State;
 /// Version 4: users, roles and lease owners (`AuthState`) end the state; commands `GrantOwned`
 /// and `Auth` (issue 12).
 /// Version 5: the limits end with `max_state_bytes`, the state quota (issue 12).
-pub const FORMAT_VERSION: u8 = 5;
+/// Version 6: command `Batch`, many client requests in one entry (issue 13); the state's
+/// encoding did not change.
+pub const FORMAT_VERSION: u8 = 6;
 
 /// Format versions whose [`State`] encoding this release reads (see [`State::restore`]).
-pub const STATE_FORMAT_VERSIONS: [u8; 4] = [2, 3, 4, FORMAT_VERSION];
+pub const STATE_FORMAT_VERSIONS: [u8; 5] = [2, 3, 4, 5, FORMAT_VERSION];
 
 /// Versions whose state lacks the trailing `AuthState`.
 const STATE_VERSIONS_WITHOUT_AUTH: [u8; 2] = [2, 3];

@@ -101,6 +101,37 @@ pub enum Command {
     },
     /// A change to users, roles or the auth switch.
     Auth(AuthCommand),
+    /// Requests from different clients that share one Raft entry (group commit). Built by the
+    /// leader's write batcher only, never from a client's request. Each request is applied in
+    /// order and answered on its own; all take the entry's revision, so no two may touch the same
+    /// key, lease or lock ([`Command::batching`]), and a command that changes what many keys or
+    /// locks hold (a revoke, a delete, a transaction) never joins one.
+    Batch(Vec<Request>),
+}
+
+/// Requests in one [`Command::Batch`].
+pub const MAX_BATCH_REQUESTS: usize = 256;
+
+/// How a command may share a Raft entry ([`Command::Batch`]) with others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Batching<'a> {
+    /// Never: it may change many keys, leases or locks at once.
+    Alone,
+    /// With any other batchable command (a grant that lets the server choose the id).
+    Freely,
+    /// With commands that touch something else: every request of an entry shares its revision,
+    /// so two changes to one key or lock in one entry would be told apart by nothing (a
+    /// `mod_revision` compare would take the second write for the first, and a lock handed over
+    /// twice would give two holders the same fencing token).
+    Touching(Touch<'a>),
+}
+
+/// The one thing a batchable command changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Touch<'a> {
+    Key(&'a [u8]),
+    Lease(LeaseId),
+    Lock(&'a str),
 }
 
 /// A compare-then-else transaction.
@@ -184,8 +215,66 @@ impl Command {
             Command::SetLimits(_) => "set_limits",
             Command::GrantOwned { .. } => "grant",
             Command::Auth(_) => "auth",
+            Command::Batch(_) => "batch",
         }
     }
+
+    /// Whether this command may join a [`Command::Batch`], and what it must not share one with.
+    /// A put's guard only reads its lock, so it touches the key alone.
+    pub fn batching(&self) -> Batching<'_> {
+        match self {
+            Command::Put { key, .. } => Batching::Touching(Touch::Key(key)),
+            Command::Grant { id, .. } | Command::GrantOwned { id, .. } => {
+                if *id == LeaseId::NONE {
+                    Batching::Freely
+                } else {
+                    Batching::Touching(Touch::Lease(*id))
+                }
+            }
+            Command::LockAcquire { name, .. }
+            | Command::LockRelease { name, .. }
+            | Command::LockCancel { name, .. } => Batching::Touching(Touch::Lock(name)),
+            Command::Renew { .. }
+            | Command::Revoke { .. }
+            | Command::Expire { .. }
+            | Command::Delete { .. }
+            | Command::Txn(_)
+            | Command::SetLimits(_)
+            | Command::Auth(_)
+            | Command::Batch(_) => Batching::Alone,
+        }
+    }
+}
+
+/// Checks a batch's shape: not empty, at most [`MAX_BATCH_REQUESTS`], only batchable commands,
+/// no two touching the same thing, no request id on the batch itself. Each request's own checks
+/// are its own: a request that fails them is answered with the rejection, and the others apply.
+fn check_batch(request_id: Option<RequestId>, requests: &[Request]) -> Result<(), Rejection> {
+    let invalid = |why: &str| Err(Rejection::InvalidArgument(format!("batch: {why}")));
+    if request_id.is_some() {
+        return invalid("a batch carries no request id (its requests do)");
+    }
+    if requests.is_empty() || requests.len() > MAX_BATCH_REQUESTS {
+        return invalid(&format!(
+            "{} requests, not 1 to {MAX_BATCH_REQUESTS}",
+            requests.len()
+        ));
+    }
+    let mut touched = std::collections::BTreeSet::new();
+    for request in requests {
+        match request.command.batching() {
+            Batching::Alone => {
+                return invalid(&format!("a {} cannot join a batch", request.command.name()));
+            }
+            Batching::Freely => {}
+            Batching::Touching(touch) => {
+                if !touched.insert(touch) {
+                    return invalid("two requests touch the same key, lease or lock");
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 impl Request {
@@ -254,6 +343,7 @@ impl Request {
                 .check()
                 .map_err(|why| Rejection::InvalidArgument(format!("limits: {why}"))),
             Command::Auth(change) => change.validate().map_err(Rejection::InvalidArgument),
+            Command::Batch(requests) => check_batch(self.request_id, requests),
         }
     }
 }

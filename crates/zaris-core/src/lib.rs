@@ -18,7 +18,10 @@ pub mod outcome;
 pub mod state;
 pub mod types;
 
-pub use command::{Command, Compare, CompareOp, CompareTarget, ExpiredLease, Request, Txn, TxnOp};
+pub use command::{
+    Batching, Command, Compare, CompareOp, CompareTarget, ExpiredLease, MAX_BATCH_REQUESTS,
+    Request, Touch, Txn, TxnOp,
+};
 pub use faults::Faults;
 pub use lessor::{Lessor, LessorConfig};
 pub use limits::{LimitKind, Limits};

@@ -131,6 +131,8 @@ pub enum Outcome {
     Ignored,
     /// Users, roles or the auth switch changed.
     AuthChanged,
+    /// One response per request of a `Command::Batch`, in its order.
+    Batch(Vec<Response>),
 }
 
 /// The result of one operation in a transaction branch.
@@ -227,6 +229,13 @@ pub struct Effects {
 impl Effects {
     pub fn is_empty(&self) -> bool {
         self.leases.is_empty() && self.locks.is_empty() && self.events.is_empty()
+    }
+
+    /// Adds `later`'s effects after these (the next request of a batch).
+    pub fn append(&mut self, mut later: Effects) {
+        self.leases.append(&mut later.leases);
+        self.locks.append(&mut later.locks);
+        self.events.append(&mut later.events);
     }
 }
 

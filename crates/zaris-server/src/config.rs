@@ -24,6 +24,8 @@ pub const DEFAULT_PEER_PORT: u16 = 7101;
 pub const DEFAULT_EXPIRE_BATCH: usize = 1_000;
 /// Most renew batches proposed at once (group commit pipelining).
 pub const DEFAULT_RENEW_INFLIGHT: usize = 4;
+/// Most batches of client writes proposed at once (group commit pipelining, `batch.rs`).
+pub const DEFAULT_WRITE_INFLIGHT: usize = 4;
 /// How long a proposal may take before the client is told the outcome is unknown, in ms.
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 5_000;
 /// Longest a Lock call waits for a queued lock, in ms.
@@ -84,6 +86,7 @@ pub struct NodeConfig {
     pub lessor: LessorConfig,
     pub expire_batch: usize,
     pub renew_inflight: usize,
+    pub write_inflight: usize,
     pub request_timeout_ms: u64,
     /// How long a new cluster's first start waits for the initial members' names to resolve
     /// before it gives up with an error (containers started together appear in DNS one by one).
@@ -128,6 +131,7 @@ impl NodeConfig {
             lessor: LessorConfig::default(),
             expire_batch: DEFAULT_EXPIRE_BATCH,
             renew_inflight: DEFAULT_RENEW_INFLIGHT,
+            write_inflight: DEFAULT_WRITE_INFLIGHT,
             request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
             resolve_timeout_ms: DEFAULT_RESOLVE_TIMEOUT_MS,
             client_tls: None,
@@ -208,6 +212,10 @@ impl NodeConfig {
         ensure!(
             self.renew_inflight >= 1,
             "renew pipelining must be at least 1"
+        );
+        ensure!(
+            self.write_inflight >= 1,
+            "write pipelining must be at least 1"
         );
         ensure!(
             self.lessor.revoke_rate_per_s >= 1,

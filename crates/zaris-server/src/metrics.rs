@@ -14,6 +14,10 @@ pub const LEASES_ENDED: &str = "zaris_leases_ended_total";
 pub const LEASE_RENEWALS: &str = "zaris_lease_renewals_total";
 /// Renew entries proposed (each carries many renewals: group commit).
 pub const RENEW_BATCHES: &str = "zaris_renew_batches_total";
+/// Raft entries that carried more than one client write (group commit, `batch.rs`).
+pub const WRITE_BATCHES: &str = "zaris_write_batches_total";
+/// Client writes that shared an entry with others.
+pub const BATCHED_REQUESTS: &str = "zaris_batched_requests_total";
 /// Expire entries proposed by this node as leader.
 pub const EXPIRE_BATCHES: &str = "zaris_expire_batches_total";
 /// 1 once this node's Raft has failed for good (the node then stops).

@@ -230,7 +230,8 @@ impl Node {
             node_id,
             cluster_id,
             Duration::from_millis(config.request_timeout_ms),
-        );
+        )
+        .with_write_batching(config.write_inflight, &tracker, shutdown.clone());
         let renewals = RenewBatcher::start(
             proposer.clone(),
             state.clone(),

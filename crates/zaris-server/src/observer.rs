@@ -58,6 +58,20 @@ fn rejection_reason(rejection: &Rejection) -> &'static str {
     }
 }
 
+fn count_response(response: &zaris_core::Response, fresh: bool) {
+    match response {
+        Ok(Outcome::Granted { .. }) if fresh => metrics::counter!(m::LEASES_GRANTED).increment(1),
+        Ok(Outcome::Renewed { renewed, .. }) if fresh => {
+            metrics::counter!(m::LEASE_RENEWALS).increment(renewed.len() as u64)
+        }
+        Err(rejection) => {
+            metrics::counter!(m::REQUESTS_REJECTED, "reason" => rejection_reason(rejection))
+                .increment(1)
+        }
+        _ => {}
+    }
+}
+
 impl ApplyObserver for NodeObserver {
     fn applied(&self, applied: &Applied) {
         metrics::counter!(m::APPLIED_ENTRIES).increment(1);
@@ -86,19 +100,15 @@ impl ApplyObserver for NodeObserver {
             }
         }
         // A de-duplicated retry returns the first response again with no effects: not counted.
+        // (In a batch, effects are the batch's: a retried grant beside fresh requests counts.)
         let fresh = !applied.effects.is_empty();
         match &applied.response {
-            Ok(Outcome::Granted { .. }) if fresh => {
-                metrics::counter!(m::LEASES_GRANTED).increment(1)
+            Ok(Outcome::Batch(responses)) => {
+                for response in responses {
+                    count_response(response, fresh);
+                }
             }
-            Ok(Outcome::Renewed { renewed, .. }) if fresh => {
-                metrics::counter!(m::LEASE_RENEWALS).increment(renewed.len() as u64)
-            }
-            Err(rejection) => {
-                metrics::counter!(m::REQUESTS_REJECTED, "reason" => rejection_reason(rejection))
-                    .increment(1)
-            }
-            _ => {}
+            response => count_response(response, fresh),
         }
     }
 

@@ -4,10 +4,13 @@
 use std::time::Duration;
 
 use openraft::{ReadPolicy, async_runtime::WatchReceiver};
-use zaris_core::{Request, Revision};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use zaris_core::{Batching, Request, Revision};
 use zaris_proto::v1::ResponseHeader;
 use zaris_raft::{Proposal, Raft, Reply};
 
+use crate::batch::WriteBatcher;
 use crate::error::ApiError;
 use crate::metrics as m;
 
@@ -17,6 +20,8 @@ pub struct Proposer {
     node_id: u64,
     cluster_id: u64,
     timeout: Duration,
+    /// Where batchable client writes go (`batch.rs`); `None`: every request is its own entry.
+    batcher: Option<WriteBatcher>,
 }
 
 impl Proposer {
@@ -26,42 +31,60 @@ impl Proposer {
             node_id,
             cluster_id,
             timeout,
+            batcher: None,
         }
+    }
+
+    /// This proposer, sending puts, grants and lock calls through a [`WriteBatcher`] with
+    /// `inflight` pipeline slots (group commit).
+    pub fn with_write_batching(
+        mut self,
+        inflight: usize,
+        tracker: &TaskTracker,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let direct = Proposer {
+            batcher: None,
+            ..self.clone()
+        };
+        self.batcher = Some(WriteBatcher::start(direct, inflight, tracker, shutdown));
+        self
     }
 
     pub fn raft(&self) -> &Raft {
         &self.raft
     }
 
-    /// Proposes one request and waits until it is committed and applied on this node.
+    /// Proposes one request and waits until it is committed and applied on this node. A
+    /// batchable request may share its entry (and so its revision) with other clients' requests.
     pub async fn propose(&self, request: Request) -> Result<Reply, ApiError> {
-        let command = request.command.name();
+        match &self.batcher {
+            Some(batcher) if request.command.batching() != Batching::Alone => {
+                let command = request.command.name();
+                // Bounded like a direct proposal, queueing included. Once queued, the request
+                // may be proposed even if its caller gave up: the outcome is unknown.
+                let result = tokio::time::timeout(self.timeout, batcher.propose(request))
+                    .await
+                    .unwrap_or(Err(ApiError::Timeout { proposed: true }));
+                record(command, &result);
+                result
+            }
+            _ => {
+                let command = request.command.name();
+                let result = self.propose_entry(request).await;
+                record(command, &result);
+                result
+            }
+        }
+    }
+
+    /// Proposes `request` as one entry of its own (no batcher, no metrics: the caller counts).
+    pub(crate) async fn propose_entry(&self, request: Request) -> Result<Reply, ApiError> {
         let write = self.raft.client_write(Proposal(request));
-        let result = match tokio::time::timeout(self.timeout, write).await {
-            Ok(result) => result,
-            Err(_) => {
-                metrics::counter!(m::PROPOSALS, "command" => command, "outcome" => "timeout")
-                    .increment(1);
-                return Err(ApiError::Timeout { proposed: true });
-            }
-        };
-        match result {
-            Ok(response) => {
-                metrics::counter!(m::PROPOSALS, "command" => command, "outcome" => "applied")
-                    .increment(1);
-                Ok(response.data)
-            }
-            Err(error) => {
-                let error = ApiError::from_write_error(error, self.node_id, self.term());
-                // Only a ForwardToLeader becomes a redirect (NOT_LEADER or NO_LEADER).
-                let outcome = match error {
-                    ApiError::NotLeader { .. } | ApiError::NoLeader => "redirected",
-                    _ => "failed",
-                };
-                metrics::counter!(m::PROPOSALS, "command" => command, "outcome" => outcome)
-                    .increment(1);
-                Err(error)
-            }
+        match tokio::time::timeout(self.timeout, write).await {
+            Err(_) => Err(ApiError::Timeout { proposed: true }),
+            Ok(Ok(response)) => Ok(response.data),
+            Ok(Err(error)) => Err(ApiError::from_write_error(error, self.node_id, self.term())),
         }
     }
 
@@ -117,4 +140,16 @@ impl Proposer {
             raft_term: self.term(),
         }
     }
+}
+
+/// Counts a proposal by command and outcome (`zaris_proposals_total`).
+fn record(command: &'static str, result: &Result<Reply, ApiError>) {
+    let outcome = match result {
+        Ok(_) => "applied",
+        Err(ApiError::Timeout { .. }) => "timeout",
+        // Only a ForwardToLeader becomes a redirect (NOT_LEADER or NO_LEADER).
+        Err(ApiError::NotLeader { .. } | ApiError::NoLeader) => "redirected",
+        Err(_) => "failed",
+    };
+    metrics::counter!(m::PROPOSALS, "command" => command, "outcome" => outcome).increment(1);
 }

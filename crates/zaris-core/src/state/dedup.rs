@@ -18,7 +18,7 @@
 //! is remembered as [`Remembered::Applied`]: a retry learns that the request was applied, and at
 //! which revision, but not its response.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -47,8 +47,10 @@ fn key(id: &RequestId) -> Key {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Dedup {
     by_id: BTreeMap<Key, (Revision, Remembered)>,
-    /// Applied revision → the id remembered at it, oldest first (one request per entry).
-    by_revision: BTreeMap<Revision, Key>,
+    /// (Applied revision, id), oldest first. A batch entry applies many requests at one
+    /// revision. (Encoded exactly like the `BTreeMap<Revision, Key>` it was while every entry
+    /// held one request: a length, then the pairs in order.)
+    by_revision: BTreeSet<(Revision, Key)>,
     /// Charged bytes of all entries.
     bytes: u64,
     /// The highest revision of any evicted entry.
@@ -103,21 +105,27 @@ impl Dedup {
         if let Some((old_revision, old)) = self.by_id.insert(key, (revision, remembered)) {
             // Only a client reusing an id for another request gets here: keep the newest.
             self.bytes -= entry_bytes(&old);
-            self.by_revision.remove(&old_revision);
+            self.by_revision.remove(&(old_revision, key));
         }
-        self.by_revision.insert(revision, key);
+        self.by_revision.insert((revision, key));
         self.shrink_to(capacity, max_bytes);
     }
 
     /// Evicts the oldest entries until at most `capacity` remain and they hold at most
-    /// `max_bytes`.
+    /// `max_bytes`. The requests of one revision (a batch) go together, so that every entry left
+    /// is above `forgotten_through`.
     pub fn shrink_to(&mut self, capacity: usize, max_bytes: u64) {
         while self.by_id.len() > capacity.max(1) || self.bytes > max_bytes {
-            let Some((revision, oldest)) = self.by_revision.pop_first() else {
+            let Some(&(revision, _)) = self.by_revision.first() else {
                 break;
             };
-            if let Some((_, remembered)) = self.by_id.remove(&oldest) {
-                self.bytes -= entry_bytes(&remembered);
+            while let Some(&(at, oldest)) = self.by_revision.first()
+                && at == revision
+            {
+                self.by_revision.pop_first();
+                if let Some((_, remembered)) = self.by_id.remove(&oldest) {
+                    self.bytes -= entry_bytes(&remembered);
+                }
             }
             self.forgotten_through = self.forgotten_through.max(revision);
         }
@@ -214,6 +222,10 @@ pub fn response_bytes(response: &Response) -> u64 {
                 ITEM_BYTES + 8 * (revoked.len() + skipped.len()) as u64
             }
             Outcome::Lock(_) | Outcome::Cancelled(_) => ITEM_BYTES + 16,
+            // A batch carries no request id, so it is never remembered; counted all the same.
+            Outcome::Batch(responses) => {
+                ITEM_BYTES + responses.iter().map(response_bytes).sum::<u64>()
+            }
             Outcome::Granted { .. }
             | Outcome::Revoked { .. }
             | Outcome::Unlocked { .. }

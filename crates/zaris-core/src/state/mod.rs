@@ -217,14 +217,56 @@ impl State {
             };
         }
         self.last_applied = revision;
+        if let Command::Batch(requests) = &request.command {
+            return self.apply_batch(revision, request, requests);
+        }
+        let (response, effects) = self.apply_one(revision, request);
+        Applied {
+            revision,
+            response,
+            effects,
+        }
+    }
+
+    /// Applies a [`Command::Batch`]: its requests one after another at the one `revision`, each
+    /// answered on its own (one's rejection leaves the others applied), their effects in order.
+    /// A malformed batch changes nothing and is rejected whole.
+    fn apply_batch(
+        &mut self,
+        revision: Revision,
+        batch: &Request,
+        requests: &[Request],
+    ) -> Applied {
+        if let Err(rejection) = batch.validate(&self.limits) {
+            return Applied {
+                revision,
+                response: Err(rejection),
+                effects: Effects::default(),
+            };
+        }
+        let mut effects = Effects::default();
+        let responses = requests
+            .iter()
+            .map(|request| {
+                let (response, more) = self.apply_one(revision, request);
+                effects.append(more);
+                response
+            })
+            .collect();
+        Applied {
+            revision,
+            response: Ok(Outcome::Batch(responses)),
+            effects,
+        }
+    }
+
+    /// One request at `revision` (not a batch): answered from the de-duplication table if its id
+    /// is remembered, else validated and executed, and its id remembered.
+    fn apply_one(&mut self, revision: Revision, request: &Request) -> (Response, Effects) {
         if let Some(id) = request.request_id
             && let Some(response) = self.dedup.answer(&id)
         {
-            return Applied {
-                revision,
-                response,
-                effects: Effects::default(),
-            };
+            return (response, Effects::default());
         }
         let mut effects = Effects::default();
         let response = request
@@ -243,11 +285,7 @@ impl State {
                 self.limits.dedup_max_bytes,
             );
         }
-        Applied {
-            revision,
-            response,
-            effects,
-        }
+        (response, effects)
     }
 
     /// Advances the applied index for a log entry that carries no command (a Raft blank or a
@@ -256,14 +294,16 @@ impl State {
         self.last_applied = self.last_applied.max(revision);
     }
 
-    /// Moves the revision and the next server-chosen lease id `by` ahead, for a cluster restored
-    /// from a backup of a cluster that went on writing after it: each of those writes took a
-    /// revision and granted at most one server-chosen lease id, so skipping at least as many as
+    /// Moves the revision `by` and the next server-chosen lease id `by` × [`MAX_BATCH_REQUESTS`]
+    /// ahead, for a cluster restored from a backup of a cluster that went on writing after it:
+    /// each of those entries took a revision and granted at most [`MAX_BATCH_REQUESTS`]
+    /// server-chosen lease ids (a batch of grants), so skipping at least as many revisions as
     /// were written keeps fencing tokens (revisions) increasing and server-chosen lease ids
     /// unused across the two clusters. Leaves every key, lease and lock as it was.
     pub fn skip_ahead(&mut self, by: u64) {
         self.last_applied = Revision::new(self.last_applied.get().saturating_add(by));
-        let next = self.next_lease_id.get().saturating_add(by);
+        let ids = by.saturating_mul(crate::command::MAX_BATCH_REQUESTS as u64);
+        let next = self.next_lease_id.get().saturating_add(ids);
         self.next_lease_id = LeaseId::new(next.min(LeaseId::MAX.get()));
     }
 
@@ -333,6 +373,9 @@ impl State {
                     .shrink_to(limits.dedup_capacity as usize, limits.dedup_max_bytes);
                 Ok(Outcome::LimitsSet)
             }
+            Command::Batch(_) => Err(Rejection::InvalidArgument(
+                "a batch cannot be nested in another".into(),
+            )),
             Command::Auth(change) => {
                 // Applied, measured, and undone if it grew the directory past the quota: the
                 // exact growth of a change depends on what it replaces. Only users and roles
@@ -385,6 +428,8 @@ impl State {
             }
             Command::Revoke { id } => lease(*id, LeaseUse::Revoke)?,
             Command::Expire { .. } => auth.check_admin(caller, "expire leases")?,
+            // Built by the leader from requests it authorized one by one; never a client's.
+            Command::Batch(_) => auth.check_admin(caller, "propose a batch")?,
             Command::SetLimits(_) => auth.check_admin(caller, "change the cluster's limits")?,
             Command::Auth(_) => auth.check_admin(caller, "change users or roles")?,
             Command::Put {

@@ -1,6 +1,7 @@
 //! zaris-core's integration tests: one binary, one module per area.
 
 mod auth;
+mod batch;
 mod codec;
 #[cfg(feature = "fault-injection")]
 mod faults;

@@ -82,6 +82,21 @@ impl Model {
             return Ok(Outcome::Ignored);
         }
         self.last = rev;
+        if let Command::Batch(requests) = &request.command {
+            // The batch's shape is stateless validation, shared with the real thing; each
+            // request is then the model's own, at the one revision.
+            request.validate(&self.limits)?;
+            return Ok(Outcome::Batch(
+                requests
+                    .iter()
+                    .map(|request| self.apply_one(rev, request, changes))
+                    .collect(),
+            ));
+        }
+        self.apply_one(rev, request, changes)
+    }
+
+    fn apply_one(&mut self, rev: Revision, request: &Request, changes: &mut Changes) -> Response {
         if let Some(id) = request.request_id {
             match self
                 .dedup
@@ -134,7 +149,9 @@ impl Model {
         while self.dedup.len() > (self.limits.dedup_capacity as usize).max(1)
             || bytes(&self.dedup) > self.limits.dedup_max_bytes
         {
+            // A batch's requests share a revision and are forgotten together.
             let (_, evicted, _) = self.dedup.remove(0);
+            self.dedup.retain(|(_, at, _)| *at != evicted);
             self.dedup_forgotten_through = self.dedup_forgotten_through.max(evicted);
         }
     }
@@ -499,6 +516,9 @@ impl Model {
             Command::GrantOwned { .. } | Command::Auth(_) => {
                 unreachable!("the model never generates {}", command.name())
             }
+            Command::Batch(_) => Err(Rejection::InvalidArgument(
+                "a batch cannot be nested in another".into(),
+            )),
             Command::LockCancel { name, lease } => {
                 let Some(lock) = self.locks.get_mut(name) else {
                     return Ok(Outcome::Cancelled(CancelOutcome::NotWaiting));
@@ -636,6 +656,9 @@ enum Op {
     Blank,
     /// Replace the limits: 0 = the starting ones, 1 = tighter, 2 = inconsistent (rejected).
     SetLimits(u8),
+    /// Grants, puts and lock calls sharing one entry (`Command::Batch`), each possibly with a
+    /// request id; the runner leaves out those touching what an earlier one touches.
+    Batch(Vec<(Op, Option<u8>)>),
 }
 
 fn key() -> impl Strategy<Value = Vec<u8>> {
@@ -710,6 +733,27 @@ fn compare() -> impl Strategy<Value = Compare> {
 }
 
 fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        40 => single_op(),
+        3 => prop::collection::vec((batchable_op(), prop::option::weighted(0.3, 0u8..6)), 1..6)
+            .prop_map(Op::Batch),
+    ]
+}
+
+/// The operations a batch may carry.
+fn batchable_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (prop_oneof![2 => Just(0u64), 1 => 1u64..8], prop::sample::select(vec![500u64, 5_000, 60_001]))
+            .prop_map(|(id, ttl_ms)| Op::Grant { id: LeaseId::new(id), ttl_ms: DurationMs::new(ttl_ms) }),
+        4 => (key(), value(), lease_id(), guard(), any::<bool>())
+            .prop_map(|(key, value, lease, guard, prev_kv)| Op::Put { key, value, lease, guard, prev_kv }),
+        3 => (lock_name(), lease_id(), any::<bool>()).prop_map(|(name, lease, wait)| Op::Acquire { name, lease, wait }),
+        2 => (lock_name(), lease_id(), token_pick()).prop_map(|(name, lease, token)| Op::Release { name, lease, token }),
+        1 => (lock_name(), lease_id()).prop_map(|(name, lease)| Op::Cancel { name, lease }),
+    ]
+}
+
+fn single_op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (prop_oneof![2 => Just(0u64), 1 => 1u64..8], prop::sample::select(vec![500u64, 1_000, 5_000, 60_000, 60_001]))
             .prop_map(|(id, ttl_ms)| Op::Grant { id: LeaseId::new(id), ttl_ms: DurationMs::new(ttl_ms) }),
@@ -830,7 +874,48 @@ fn to_command(model: &Model, op: &Op) -> Option<Command> {
                 ..limits()
             },
         }),
-        Op::SnapshotRestore | Op::Retry | Op::Blank => return None,
+        Op::SnapshotRestore | Op::Retry | Op::Blank | Op::Batch(_) => return None,
+    })
+}
+
+/// The request of one operation, its id (if any) issued now.
+fn to_request(
+    model: &Model,
+    op: &Op,
+    client: Option<u8>,
+    seq: &mut u64,
+    rev: Revision,
+) -> Option<Request> {
+    let command = match op {
+        Op::Batch(ops) => {
+            let mut touched = std::collections::BTreeSet::new();
+            let requests: Vec<Request> = ops
+                .iter()
+                .filter_map(|(op, client)| to_request(model, op, *client, seq, rev))
+                .filter(|request| match request.command.batching() {
+                    zaris_core::Batching::Touching(touch) => touched.insert(format!("{touch:?}")),
+                    _ => true,
+                })
+                .collect();
+            // The batch itself carries no id; its requests do.
+            return Some(Request::new(Command::Batch(requests)));
+        }
+        op => to_command(model, op)?,
+    };
+    *seq += 1;
+    Some(Request {
+        // Mostly issued after the latest revision, sometimes with a stale one, so that refusals
+        // of possibly forgotten ids are exercised.
+        request_id: client.map(|c| RequestId {
+            client_id: u64::from(c),
+            seq: *seq,
+            seen_revision: Revision::new(if c % 3 == 0 {
+                rev.get() / 2
+            } else {
+                rev.get() - 1
+            }),
+        }),
+        command,
     })
 }
 
@@ -867,23 +952,7 @@ fn run(sequence: &[(Op, Option<u8>)]) -> Result<(), TestCaseError> {
             }
             Op::Blank => None,
             Op::Retry => last_request.clone(),
-            op => to_command(&model, op).map(|command| {
-                seq += 1;
-                Request {
-                    // Mostly issued after the latest revision, sometimes with a stale one, so
-                    // that refusals of possibly forgotten ids are exercised.
-                    request_id: client.map(|c| RequestId {
-                        client_id: u64::from(c),
-                        seq,
-                        seen_revision: Revision::new(if c % 3 == 0 {
-                            rev.get() / 2
-                        } else {
-                            rev.get() - 1
-                        }),
-                    }),
-                    command,
-                }
-            }),
+            op => to_request(&model, op, *client, &mut seq, rev),
         };
         let Some(request) = request else {
             real.apply_noop(rev);

@@ -405,6 +405,7 @@ fn outcome_name(outcome: &CoreOutcome) -> &'static str {
         CoreOutcome::LimitsSet => "LimitsSet",
         CoreOutcome::AuthChanged => "AuthChanged",
         CoreOutcome::Ignored => "Ignored",
+        CoreOutcome::Batch(_) => "Batch",
     }
 }
 

@@ -3,6 +3,7 @@
 //! `kill -9` run the binary (crates/zaris).
 
 mod auth;
+mod batching;
 mod client_lease;
 mod client_lock;
 mod client_watch;

@@ -1,0 +1,349 @@
+//! Group commit for client writes: puts, grants and lock calls from concurrent clients share one
+//! Raft entry ([`Command::Batch`]), so a burst of them costs one append, one fsync and one
+//! replication round on every node instead of one each.
+//!
+//! A batch forms only under load: a request goes out alone at once while one of `inflight`
+//! pipeline slots is free, so a lone client waits for nothing. While every slot is busy, requests
+//! queue, and the next free slot takes all of them that fit into one entry: at most
+//! [`MAX_BATCH_REQUESTS`] requests and [`MAX_BATCH_BYTES`] bytes, no two touching the same key,
+//! lease or lock (every request of an entry takes its revision, [`Command::batching`]). The
+//! first one that does not fit starts the next batch, so requests are proposed in arrival order.
+//!
+//! Each request is answered with its own response, after the entry is committed and applied.
+
+use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use zaris_core::{Batching, Command, MAX_BATCH_REQUESTS, Outcome, Request};
+use zaris_raft::Reply;
+
+use crate::error::ApiError;
+use crate::metrics as m;
+use crate::propose::Proposer;
+
+/// Most bytes of keys, values and names one batch carries (a larger request goes alone): keeps
+/// a batch entry within what one client request may be (`MAX_CLIENT_MESSAGE_BYTES`), so it
+/// fits every Raft message bound that a single request fits.
+pub const MAX_BATCH_BYTES: usize = 1024 * 1024;
+
+/// Requests that may wait for a pipeline slot. Bounded: a full queue pushes back on clients.
+const QUEUE_DEPTH: usize = 4_096;
+
+/// What a request is charged against [`MAX_BATCH_BYTES`] beyond its keys, values and names.
+const REQUEST_OVERHEAD_BYTES: usize = 64;
+
+struct Pending {
+    request: Request,
+    /// A hash of what the request touches (`None`: nothing another request could conflict on).
+    /// Two different things hashing alike only split a batch early; the state machine checks
+    /// the real keys again.
+    touch: Option<u64>,
+    bytes: usize,
+    reply: oneshot::Sender<Result<Reply, ApiError>>,
+}
+
+impl Pending {
+    fn new(request: Request, reply: oneshot::Sender<Result<Reply, ApiError>>) -> Self {
+        let touch = match request.command.batching() {
+            Batching::Touching(touch) => {
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                touch.hash(&mut hasher);
+                Some(hasher.finish())
+            }
+            Batching::Freely | Batching::Alone => None,
+        };
+        let bytes = request_bytes(&request.command);
+        Pending {
+            request,
+            touch,
+            bytes,
+            reply,
+        }
+    }
+
+    /// The caller went away (its call was cancelled or timed out) before the request was
+    /// proposed: it is dropped unproposed, which its caller cannot tell from a lost request.
+    fn abandoned(&self) -> bool {
+        self.reply.is_closed()
+    }
+}
+
+/// The bytes a request adds to a batch entry, roughly: its keys, values and names.
+fn request_bytes(command: &Command) -> usize {
+    let payload = match command {
+        Command::Put {
+            key, value, guard, ..
+        } => key.len() + value.len() + guard.as_ref().map_or(0, |g| g.lock.len()),
+        Command::GrantOwned { owner, .. } => owner.len(),
+        Command::LockAcquire { name, .. }
+        | Command::LockRelease { name, .. }
+        | Command::LockCancel { name, .. } => name.len(),
+        _ => 0,
+    };
+    payload + REQUEST_OVERHEAD_BYTES
+}
+
+/// The queue of batchable writes; see the module comment.
+#[derive(Clone, Debug)]
+pub struct WriteBatcher {
+    tx: mpsc::Sender<Pending>,
+}
+
+impl WriteBatcher {
+    /// Starts the batcher. `proposer` must propose directly (not through a batcher).
+    pub fn start(
+        proposer: Proposer,
+        inflight: usize,
+        tracker: &TaskTracker,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
+        tracker.spawn(run(
+            rx,
+            proposer,
+            Arc::new(Semaphore::new(inflight.max(1))),
+            tracker.clone(),
+            shutdown,
+        ));
+        WriteBatcher { tx }
+    }
+
+    /// Proposes `request` (batchable: [`Command::batching`] is not `Alone`) in the next batch and
+    /// waits until its entry is applied.
+    pub async fn propose(&self, request: Request) -> Result<Reply, ApiError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Pending::new(request, reply))
+            .await
+            .map_err(|_| ApiError::ShuttingDown { proposed: false })?;
+        // The batch may have been proposed before the node stopped.
+        rx.await
+            .map_err(|_| ApiError::ShuttingDown { proposed: true })?
+    }
+}
+
+/// The requests of one entry being gathered, and what they touch.
+struct Gathering {
+    batch: Vec<Pending>,
+    touched: HashSet<u64>,
+    bytes: usize,
+}
+
+impl Gathering {
+    fn new(first: Pending) -> Self {
+        let mut gathering = Gathering {
+            batch: Vec::new(),
+            touched: HashSet::new(),
+            bytes: 0,
+        };
+        gathering.push(first);
+        gathering
+    }
+
+    fn admits(&self, next: &Pending) -> bool {
+        self.batch.len() < MAX_BATCH_REQUESTS
+            && self.bytes + next.bytes <= MAX_BATCH_BYTES
+            && next
+                .touch
+                .is_none_or(|touch| !self.touched.contains(&touch))
+    }
+
+    fn push(&mut self, next: Pending) {
+        if let Some(touch) = next.touch {
+            self.touched.insert(touch);
+        }
+        self.bytes += next.bytes;
+        self.batch.push(next);
+    }
+}
+
+async fn run(
+    mut rx: mpsc::Receiver<Pending>,
+    proposer: Proposer,
+    inflight: Arc<Semaphore>,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+) {
+    let mut carry: Option<Pending> = None;
+    loop {
+        // A free pipeline slot first: while all are busy, requests pile up in the queue and the
+        // next batch gets them all.
+        let permit = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            permit = inflight.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => return,
+            },
+        };
+        let first = match carry.take() {
+            Some(pending) => pending,
+            None => tokio::select! {
+                _ = shutdown.cancelled() => return,
+                next = rx.recv() => match next {
+                    Some(pending) => pending,
+                    None => return,
+                },
+            },
+        };
+        if first.abandoned() {
+            continue;
+        }
+        let mut gathering = Gathering::new(first);
+        while let Ok(next) = rx.try_recv() {
+            if next.abandoned() {
+                continue;
+            }
+            if !gathering.admits(&next) {
+                carry = Some(next);
+                break;
+            }
+            gathering.push(next);
+        }
+        let proposer = proposer.clone();
+        tracker.spawn(async move {
+            propose_batch(&proposer, gathering.batch).await;
+            drop(permit);
+        });
+    }
+}
+
+async fn propose_batch(proposer: &Proposer, mut batch: Vec<Pending>) {
+    if batch.len() == 1
+        && let Some(alone) = batch.pop()
+    {
+        let result = proposer.propose_entry(alone.request).await;
+        let _ = alone.reply.send(result);
+        return;
+    }
+    metrics::counter!(m::WRITE_BATCHES).increment(1);
+    metrics::counter!(m::BATCHED_REQUESTS).increment(batch.len() as u64);
+    let (requests, replies): (Vec<Request>, Vec<_>) = batch
+        .into_iter()
+        .map(|pending| (pending.request, pending.reply))
+        .unzip();
+    let count = requests.len();
+    let result = proposer
+        .propose_entry(Request::new(Command::Batch(requests)))
+        .await;
+    let responses = match result {
+        Ok(reply) => match reply.response {
+            Ok(Outcome::Batch(responses)) if responses.len() == count => responses
+                .into_iter()
+                .map(|response| {
+                    Ok(Reply {
+                        revision: reply.revision,
+                        response,
+                    })
+                })
+                .collect(),
+            // The whole batch refused (a bug in forming it): every request gets the refusal.
+            Err(rejection) => vec![
+                Ok(Reply {
+                    revision: reply.revision,
+                    response: Err(rejection),
+                });
+                count
+            ],
+            Ok(other) => vec![Err(ApiError::unexpected("a batch", &other)); count],
+        },
+        Err(error) => vec![Err(error); count],
+    };
+    for (reply, response) in replies.into_iter().zip(responses) {
+        let _ = reply.send(response);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zaris_core::{DurationMs, LeaseId};
+
+    fn pending(command: Command) -> Pending {
+        let (reply, _rx) = oneshot::channel();
+        Pending::new(Request::new(command), reply)
+    }
+
+    fn put(key: &str, value_bytes: usize) -> Command {
+        Command::Put {
+            key: key.as_bytes().to_vec(),
+            value: vec![0; value_bytes],
+            lease: LeaseId::NONE,
+            guard: None,
+            prev_kv: false,
+        }
+    }
+
+    fn grant(id: u64) -> Command {
+        Command::Grant {
+            id: LeaseId::new(id),
+            ttl_ms: DurationMs::new(5_000),
+        }
+    }
+
+    fn lock(name: &str, lease: u64) -> Command {
+        Command::LockAcquire {
+            name: name.into(),
+            lease: LeaseId::new(lease),
+            wait: true,
+        }
+    }
+
+    #[test]
+    fn a_batch_takes_requests_that_touch_different_things() {
+        let mut gathering = Gathering::new(pending(put("a", 1)));
+        for command in [put("b", 1), grant(0), grant(0), grant(7), lock("a", 1)] {
+            let next = pending(command);
+            assert!(gathering.admits(&next), "{:?}", next.request.command);
+            gathering.push(next);
+        }
+        assert_eq!(gathering.batch.len(), 6);
+    }
+
+    #[test]
+    fn a_second_change_to_one_key_lease_or_lock_waits_for_the_next_batch() {
+        let mut gathering = Gathering::new(pending(put("a", 1)));
+        gathering.push(pending(grant(7)));
+        gathering.push(pending(lock("l", 1)));
+        assert!(!gathering.admits(&pending(put("a", 2))));
+        assert!(!gathering.admits(&pending(grant(7))));
+        assert!(!gathering.admits(&pending(Command::LockRelease {
+            name: "l".into(),
+            lease: LeaseId::new(2),
+            token: zaris_core::FencingToken::acquired_at(zaris_core::Revision::new(3)),
+        })));
+        // A key and a lock of the same name are different things.
+        assert!(gathering.admits(&pending(put("l", 1))));
+    }
+
+    #[test]
+    fn a_batch_is_bounded_in_requests_and_bytes() {
+        let mut gathering = Gathering::new(pending(grant(0)));
+        while gathering.batch.len() < MAX_BATCH_REQUESTS {
+            let next = pending(grant(0));
+            assert!(gathering.admits(&next));
+            gathering.push(next);
+        }
+        assert!(!gathering.admits(&pending(grant(0))));
+
+        let half = MAX_BATCH_BYTES / 2;
+        let gathering = Gathering::new(pending(put("a", half)));
+        assert!(!gathering.admits(&pending(put("b", half))));
+        assert!(gathering.admits(&pending(put("b", half - 2 * REQUEST_OVERHEAD_BYTES - 2))));
+        // A request larger than a batch still goes, alone.
+        let large = Gathering::new(pending(put("c", 2 * MAX_BATCH_BYTES)));
+        assert!(!large.admits(&pending(grant(0))));
+    }
+
+    #[test]
+    fn a_request_whose_caller_left_is_abandoned() {
+        let (reply, rx) = oneshot::channel();
+        let pending = Pending::new(Request::new(grant(0)), reply);
+        assert!(!pending.abandoned());
+        drop(rx);
+        assert!(pending.abandoned());
+    }
+}
