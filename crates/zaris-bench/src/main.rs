@@ -7,6 +7,7 @@ mod compare;
 mod failover;
 mod load;
 mod memory;
+mod scale;
 mod tls;
 mod workloads;
 
@@ -76,6 +77,11 @@ pub(crate) struct Args {
     /// Leases (each with a key) loaded into each system by --compare before measuring memory.
     #[arg(long, default_value_t = 100_000)]
     compare_leases: usize,
+    /// Instead of the workloads, load a 3-node cluster through the API with this many leases,
+    /// each with a key (1,000,000 if no number is given), and report the populate rate, a single
+    /// writer's latency meanwhile, each node's resident size and a killed follower's restart.
+    #[arg(long, num_args = 0..=1, default_missing_value = "1000000")]
+    scale: Option<u64>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -107,6 +113,9 @@ fn main() -> anyhow::Result<()> {
     }
     if args.failover {
         return runtime.block_on(failover::compare(&args));
+    }
+    if let Some(count) = args.scale {
+        return runtime.block_on(scale::run(&args, count));
     }
     runtime.block_on(async {
         let root = tempfile::tempdir()?;

@@ -19,6 +19,7 @@ use tokio::sync::Mutex;
 use self::etcd::EtcdCluster;
 use self::target::{Renewer, Target};
 use self::zaris::ZarisCluster;
+pub(crate) use self::zaris::ZarisTarget;
 use crate::Args;
 use crate::load::{CALL_TIMEOUT, Sample, closed_loop};
 
@@ -297,7 +298,7 @@ async fn keepalives<T: Target>(
 
 /// `count` leases, each with one 64-byte key bound to it, granted and put by 32 workers: the
 /// rate of (grant, put) pairs.
-async fn populate<T: Target>(target: &T, count: usize) -> anyhow::Result<Sample> {
+pub(crate) async fn populate<T: Target>(target: &T, count: usize) -> anyhow::Result<Sample> {
     let next = Arc::new(Mutex::new(0usize));
     let started = Instant::now();
     let tasks: Vec<_> = (0..POPULATE_WORKERS)
@@ -343,15 +344,20 @@ async fn populate<T: Target>(target: &T, count: usize) -> anyhow::Result<Sample>
 
 /// The largest resident set among `pids`, in MiB (from /proc).
 fn max_rss_mib(pids: &[u32]) -> f64 {
-    pids.iter()
-        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
-        .filter_map(|status| {
+    pids.iter().copied().map(resident_mib).fold(0.0, f64::max)
+}
+
+/// A process's resident size (`VmRSS`), in MiB; 0 if it cannot be read.
+pub(crate) fn resident_mib(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
             status
                 .lines()
                 .find_map(|line| line.strip_prefix("VmRSS:"))
                 .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         })
-        .fold(0.0, f64::max)
+        .unwrap_or(0.0)
         / 1024.0
 }
 

@@ -54,7 +54,7 @@ impl ZarisCluster {
 }
 
 #[derive(Clone, Debug)]
-pub struct ZarisTarget(Client);
+pub struct ZarisTarget(pub(crate) Client);
 
 impl Target for ZarisTarget {
     type Renewer = ZarisRenewer;
