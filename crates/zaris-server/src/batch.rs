@@ -22,6 +22,7 @@ use zaris_core::{Batching, Command, MAX_BATCH_REQUESTS, Outcome, Request};
 use zaris_raft::Reply;
 
 use crate::error::ApiError;
+use crate::group_commit::next_batch_start;
 use crate::metrics as m;
 use crate::propose::Proposer;
 
@@ -169,26 +170,9 @@ async fn run(
     shutdown: CancellationToken,
 ) {
     let mut carry: Option<Pending> = None;
-    loop {
-        // A free pipeline slot first: while all are busy, requests pile up in the queue and the
-        // next batch gets them all.
-        let permit = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            permit = inflight.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => return,
-            },
-        };
-        let first = match carry.take() {
-            Some(pending) => pending,
-            None => tokio::select! {
-                _ = shutdown.cancelled() => return,
-                next = rx.recv() => match next {
-                    Some(pending) => pending,
-                    None => return,
-                },
-            },
-        };
+    while let Some((permit, first)) =
+        next_batch_start(&inflight, &mut carry, &mut rx, &shutdown).await
+    {
         if first.abandoned() {
             continue;
         }

@@ -14,6 +14,7 @@ pub mod convert;
 mod cutoff;
 pub mod error;
 pub mod faults;
+mod group_commit;
 mod handover;
 mod handshake_slots;
 mod health;

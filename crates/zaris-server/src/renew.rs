@@ -15,6 +15,7 @@ use zaris_core::{Command, DurationMs, LeaseId, Outcome, Request, Response, Revis
 use zaris_raft::StateHandle;
 
 use crate::error::ApiError;
+use crate::group_commit::next_batch_start;
 use crate::metrics as m;
 use crate::propose::Proposer;
 
@@ -181,26 +182,9 @@ async fn run(
     shutdown: CancellationToken,
 ) {
     let mut carry: Option<Pending> = None;
-    loop {
-        // Wait for a free pipeline slot first: while all slots are busy, requests pile up in the
-        // queue and the next batch gets bigger — that is the group commit.
-        let permit = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            permit = inflight.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => return,
-            },
-        };
-        let first = match carry.take() {
-            Some(pending) => pending,
-            None => tokio::select! {
-                _ = shutdown.cancelled() => return,
-                next = rx.recv() => match next {
-                    Some(pending) => pending,
-                    None => return,
-                },
-            },
-        };
+    while let Some((permit, first)) =
+        next_batch_start(&inflight, &mut carry, &mut rx, &shutdown).await
+    {
         // The cluster's current bound on ids per entry (replicated, so read it each time).
         let max_batch_ids = state
             .read(|d| d.state.limits().max_batch_ids as usize)

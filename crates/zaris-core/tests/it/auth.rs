@@ -9,7 +9,7 @@ use zaris_core::{
     Rejection, State, Txn, TxnOp, codec,
 };
 
-use super::{Log, TTL, acquire, lease, token};
+use super::{Log, TTL, acquire, lease, put_v as put, token};
 
 fn change(log: &mut Log, change: AuthCommand) -> zaris_core::Response {
     log.apply(Command::Auth(change))
@@ -112,16 +112,6 @@ fn grant_as(log: &mut Log, owner: &str) -> LeaseId {
     }) {
         Ok(Outcome::Granted { id, .. }) => id,
         other => panic!("grant failed: {other:?}"),
-    }
-}
-
-fn put(key: &str, lease: LeaseId) -> Command {
-    Command::Put {
-        key: key.into(),
-        value: b"v".to_vec(),
-        lease,
-        guard: None,
-        prev_kv: false,
     }
 }
 

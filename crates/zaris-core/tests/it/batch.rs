@@ -6,17 +6,7 @@ use zaris_core::{
     Outcome, Rejection, Request, RequestId, Response,
 };
 
-use super::{Log, TTL, acquire, grant, lease, rev, token};
-
-fn put(key: &str, lease: LeaseId) -> Command {
-    Command::Put {
-        key: key.into(),
-        value: b"v".to_vec(),
-        lease,
-        guard: None,
-        prev_kv: false,
-    }
-}
+use super::{Log, TTL, acquire, grant, lease, put_v as put, rev, token};
 
 fn fresh_grant() -> Command {
     Command::Grant {

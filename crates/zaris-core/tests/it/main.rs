@@ -65,6 +65,17 @@ pub fn grant(log: &mut Log) -> LeaseId {
     }
 }
 
+/// A put of value `v` to `key`, bound to `lease` (none: [`LeaseId::NONE`]).
+pub fn put_v(key: &str, lease: LeaseId) -> Command {
+    Command::Put {
+        key: key.into(),
+        value: b"v".to_vec(),
+        lease,
+        guard: None,
+        prev_kv: false,
+    }
+}
+
 pub fn acquire(name: &str, lease: LeaseId, wait: bool) -> Command {
     Command::LockAcquire {
         name: name.into(),
