@@ -7,7 +7,7 @@
 
 mod address;
 pub mod auth;
-pub mod batch;
+mod batch;
 pub mod clock;
 pub mod config;
 pub mod convert;

@@ -58,24 +58,19 @@ impl Proposer {
     /// Proposes one request and waits until it is committed and applied on this node. A
     /// batchable request may share its entry (and so its revision) with other clients' requests.
     pub async fn propose(&self, request: Request) -> Result<Reply, ApiError> {
-        match &self.batcher {
+        let command = request.command.name();
+        let result = match &self.batcher {
+            // Bounded like a direct proposal, queueing included. Once queued, the request may be
+            // proposed even if its caller gave up: the outcome is unknown.
             Some(batcher) if request.command.batching() != Batching::Alone => {
-                let command = request.command.name();
-                // Bounded like a direct proposal, queueing included. Once queued, the request
-                // may be proposed even if its caller gave up: the outcome is unknown.
-                let result = tokio::time::timeout(self.timeout, batcher.propose(request))
+                tokio::time::timeout(self.timeout, batcher.propose(request))
                     .await
-                    .unwrap_or(Err(ApiError::Timeout { proposed: true }));
-                record(command, &result);
-                result
+                    .unwrap_or(Err(ApiError::Timeout { proposed: true }))
             }
-            _ => {
-                let command = request.command.name();
-                let result = self.propose_entry(request).await;
-                record(command, &result);
-                result
-            }
-        }
+            _ => self.propose_entry(request).await,
+        };
+        record(command, &result);
+        result
     }
 
     /// Proposes `request` as one entry of its own (no batcher, no metrics: the caller counts).

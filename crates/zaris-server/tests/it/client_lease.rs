@@ -14,6 +14,19 @@ use zaris_testkit::eventually;
 
 use crate::proxy::Proxy;
 
+/// A 3-node cluster, its leader, a client of the leader and a 30 s lease granted through it.
+async fn leader_client_and_lease() -> (TestCluster, u64, Client, LeaseId) {
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.leader().await;
+    let client = cluster.client(&[leader]).await;
+    let lease = client
+        .grant(Duration::from_secs(30))
+        .await
+        .expect("grant")
+        .id;
+    (cluster, leader, client, lease)
+}
+
 /// Polls a client's view of a lease on the cluster.
 async fn exists(client: &Client, id: u64) -> bool {
     client
@@ -295,14 +308,7 @@ async fn leader_answers_who_leads_and_a_keepalive_stream_pipelines_renewals() {
 /// in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_that_pipelines_past_the_bound_and_reads_late_stalls_only_itself() {
-    let cluster = TestCluster::start(3).await;
-    let leader = cluster.leader().await;
-    let client = cluster.client(&[leader]).await;
-    let lease = client
-        .grant(Duration::from_secs(30))
-        .await
-        .expect("grant")
-        .id;
+    let (cluster, leader, client, lease) = leader_client_and_lease().await;
     let mut stream = client.keep_alive_stream().await.expect("stream");
     const SENT: usize = 1_000;
     let mut seqs = Vec::with_capacity(SENT);
@@ -334,14 +340,7 @@ async fn a_half_closed_keepalive_stream_is_answered_and_then_ended() {
     use zaris_client::proto::LeaseKeepAliveRequest;
     use zaris_client::proto::lease_client::LeaseClient;
 
-    let cluster = TestCluster::start(3).await;
-    let leader = cluster.leader().await;
-    let client = cluster.client(&[leader]).await;
-    let lease = client
-        .grant(Duration::from_secs(30))
-        .await
-        .expect("grant")
-        .id;
+    let (cluster, leader, _client, lease) = leader_client_and_lease().await;
     let mut raw = LeaseClient::connect(format!("http://{}", cluster.addrs[&leader]))
         .await
         .expect("connect");
