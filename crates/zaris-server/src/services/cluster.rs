@@ -369,6 +369,8 @@ impl Cluster for ClusterService {
             )
             .into());
         }
+        // Decided by the leader alone (see member_remove); it also resolves the names it dials.
+        self.0.proposer.linearizable().await?;
         for (what, address) in [
             ("member address", &request.address),
             ("member peer address", &request.peer_address),
@@ -441,6 +443,8 @@ impl Cluster for ClusterService {
             .check_access(|auth| auth.check_admin(&caller, "promote members"))?;
         let id = request.into_inner().id;
         Self::validate_id(id)?;
+        // Decided by the leader alone (see member_remove).
+        self.0.proposer.linearizable().await?;
         self.settle().await?;
         let is_voter = self
             .members()
@@ -471,6 +475,9 @@ impl Cluster for ClusterService {
             .check_access(|auth| auth.check_admin(&caller, "remove members"))?;
         let id = request.into_inner().id;
         Self::validate_id(id)?;
+        // A follower redirects at once: its own view may never settle (a member just removed
+        // keeps an uncommitted membership entry forever, as nobody replicates to it any more).
+        self.0.proposer.linearizable().await?;
         let member = self
             .members()
             .into_iter()
