@@ -1,6 +1,8 @@
 //! What a million leases, each with a bound key, cost in the state machine and the lessor: the
 //! in-memory part of a node (sled's page cache and the log come on top).
 
+use std::time::Instant;
+
 use zaris_core::{
     Command, DurationMs, InstantMs, LeaseId, Lessor, LessorConfig, Limits, Outcome, Request,
     Revision, State,
@@ -59,10 +61,19 @@ pub fn report(leases: u64) {
         used / leases.max(1),
         started.elapsed().as_secs_f64()
     );
-    let snapshot = state.snapshot().map(|s| s.len()).unwrap_or(0);
+    let encoding = Instant::now();
+    let snapshot = state.snapshot().unwrap_or_default();
+    let encoded = encoding.elapsed();
+    let decoding = Instant::now();
+    let restored = State::restore(&snapshot)
+        .map(|s| s.lease_count())
+        .unwrap_or(0);
     println!(
-        "memory: snapshot of that state: {:.0} MiB",
-        snapshot as f64 / (1024.0 * 1024.0)
+        "memory: snapshot of that state: {:.0} MiB, encoded in {:.2} s, decoded in {:.2} s \
+         ({restored} leases)",
+        snapshot.len() as f64 / (1024.0 * 1024.0),
+        encoded.as_secs_f64(),
+        decoding.elapsed().as_secs_f64()
     );
     drop(lessor);
 }

@@ -1,22 +1,33 @@
 //! `--scale N`: a 3-node cluster loaded through the API with N leases (a million by default), each
 //! with a key, as issue 13 asks: the populate rate; a concurrent single writer's latency while the
 //! load crosses snapshot points (each node builds one every `--snapshot-entries` entries); each
-//! node's resident size; and a follower killed with kill -9, restarted on its data dir, until it
-//! serves again caught up.
+//! node's resident size; a follower killed with kill -9, restarted on its data dir, until it
+//! serves again caught up; and then all N leases expiring at one instant (each was granted with
+//! the TTL that ends at a common deadline), with a single writer's latency while the leader
+//! revokes them.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use zaris_client::{Client, ClientOptions, PutOptions};
+use zaris_client::{Client, ClientOptions, PutOptions, RangeOptions};
 use zaris_testkit::{Serve, ServeProcess, grow_cluster};
 
-use crate::compare::{ZarisTarget, populate, resident_mib};
+use crate::compare::{ZarisTarget, populate_with_ttl, resident_mib};
 use crate::load::Sample;
 use crate::{Args, CLIENT_TIMEOUT, READY_TIMEOUT};
 
 /// Longest the restarted follower may take to catch up before the run gives up.
 const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The populate rate the common expiry deadline assumes (pairs/s); the deadline is then
+/// [`DEADLINE_MARGIN`] later. On a slower machine the last leases get [`MIN_BURST_TTL`] and
+/// expire after the burst, which the report shows (their keys outlive the deadline).
+const ASSUMED_POPULATE_RATE: u64 = 2_000;
+const DEADLINE_MARGIN: Duration = Duration::from_secs(30);
+const MIN_BURST_TTL: Duration = Duration::from_secs(30);
+/// Longest the expiry of all leases may take before the run gives up.
+const BURST_TIMEOUT: Duration = Duration::from_secs(600);
 
 pub async fn run(args: &Args, count: u64) -> anyhow::Result<()> {
     let root = tempfile::tempdir()?;
@@ -43,7 +54,11 @@ async fn measure(
     // A writer of its own, one put at a time, for as long as the load runs.
     let stop = Arc::new(AtomicBool::new(false));
     let probe = tokio::spawn(probe_writer(client.clone(), stop.clone()));
-    let loaded = populate(&ZarisTarget(client.clone()), count as usize).await;
+    // Every lease expires at the same instant: its TTL runs out at `deadline`.
+    let deadline =
+        Instant::now() + Duration::from_secs(count / ASSUMED_POPULATE_RATE) + DEADLINE_MARGIN;
+    let ttl = move |now: Instant| deadline.saturating_duration_since(now).max(MIN_BURST_TTL);
+    let loaded = populate_with_ttl(&ZarisTarget(client.clone()), count as usize, ttl).await;
     stop.store(true, Ordering::Relaxed);
     let probe = probe.await?;
     let loaded = loaded?;
@@ -114,6 +129,76 @@ async fn measure(
          (applied the write made while it was down) after {:.2} s",
         listening.as_secs_f64(),
         caught_up.as_secs_f64()
+    );
+    expiry_burst(&client, deadline).await
+}
+
+/// Waits for the common deadline with a single writer running, and measures how long the
+/// leader takes to expire every lease (each expiry a replicated revoke deleting its key).
+async fn expiry_burst(client: &Client, deadline: Instant) -> anyhow::Result<()> {
+    let populated = || async {
+        let options = RangeOptions {
+            prefix: true,
+            limit: Some(1),
+            ..RangeOptions::default()
+        };
+        client.range("populate/", options).await.map(|r| r.count)
+    };
+    let before = populated().await?;
+    tokio::time::sleep_until(
+        deadline
+            .checked_sub(Duration::from_secs(2))
+            .unwrap_or(deadline)
+            .into(),
+    )
+    .await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let probe = tokio::spawn(probe_writer(client.clone(), stop.clone()));
+    let mut first_gone = None;
+    let all_gone = loop {
+        let left = populated().await;
+        let now = Instant::now();
+        match left {
+            Ok(0) => break Some(now),
+            Ok(left) if left < before && first_gone.is_none() => first_gone = Some(now),
+            _ => {}
+        }
+        if now > deadline + BURST_TIMEOUT {
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    stop.store(true, Ordering::Relaxed);
+    let probe = probe.await?;
+    let after = |at: Option<Instant>| {
+        at.map_or("never".to_owned(), |at| {
+            format!(
+                "{:.2} s",
+                at.saturating_duration_since(deadline).as_secs_f64()
+            )
+        })
+    };
+    let rate = all_gone.map_or(0.0, |at| {
+        before as f64
+            / at.saturating_duration_since(deadline)
+                .as_secs_f64()
+                .max(1e-3)
+    });
+    println!(
+        "scale: {before} leases with a key each expiring at one instant: the first keys gone \
+         after {}, all after {} ({rate:.0} expiries/s); meanwhile a single writer's put took \
+         p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms ({} puts, {} failed)",
+        after(first_gone),
+        after(all_gone),
+        ms(probe.percentile(0.5)),
+        ms(probe.percentile(0.99)),
+        ms(probe.percentile(1.0)),
+        probe.ok,
+        probe.failed
+    );
+    anyhow::ensure!(
+        all_gone.is_some(),
+        "keys of expired leases were still there {BURST_TIMEOUT:?} after the deadline"
     );
     Ok(())
 }

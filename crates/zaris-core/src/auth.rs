@@ -10,6 +10,7 @@
 //! Tokens are never stored: a user holds the SHA-256 of its token (random and long, so an unsalted
 //! hash is enough), and the client sends the token itself only to the server, never into the log.
 
+use imbl::OrdMap;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
@@ -297,7 +298,7 @@ pub struct AuthState {
     roles: BTreeMap<String, Role>,
     /// The user that granted each live lease granted by a known user. Other leases (granted
     /// anonymously, before auth was enabled) have no owner: any authenticated user may use them.
-    lease_owners: BTreeMap<LeaseId, String>,
+    lease_owners: OrdMap<LeaseId, String>,
 }
 
 /// The users and roles, apart from the switch and the lease owners.
@@ -564,10 +565,14 @@ impl AuthState {
                 // Its leases stay (they end at their TTL, or when an admin revokes them), but
                 // no user may use them any more: not even one created later with the same name.
                 let orphaned = deleted_owner(name);
-                for owner in self.lease_owners.values_mut() {
-                    if owner == name {
-                        owner.clone_from(&orphaned);
-                    }
+                let owned: Vec<LeaseId> = self
+                    .lease_owners
+                    .iter()
+                    .filter(|(_, owner)| *owner == name)
+                    .map(|(lease, _)| *lease)
+                    .collect();
+                for lease in owned {
+                    self.lease_owners.insert(lease, orphaned.clone());
                 }
             }
             AuthCommand::UserSetToken { name, token_sha256 } => {

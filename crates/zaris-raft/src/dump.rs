@@ -16,7 +16,7 @@ use zaris_core::codec;
 
 use crate::io_err;
 use crate::log_store::LogStore;
-use crate::sm_store::{SNAPSHOT_TREE, read_snapshot_meta};
+use crate::snapshot_file::SnapshotFiles;
 use crate::types::LogId;
 
 /// Entries read from sled at a time: bounds the memory a dump of large entries needs.
@@ -125,10 +125,8 @@ pub async fn read_log(dir: &Path, from: u64) -> io::Result<Dump> {
         }
         Err(e) => return Err(io_err(&format!("cannot open {}", dir.display()), e)),
     };
-    let snapshot_tree = db
-        .open_tree(SNAPSHOT_TREE)
-        .map_err(|e| io_err("open snapshot tree", e))?;
-    let snapshot = read_snapshot_meta(&snapshot_tree)?
+    let snapshot = SnapshotFiles::open(dir, &db)?
+        .read_meta()?
         .and_then(|meta| meta.last_log_id)
         .as_ref()
         .map(Position::from);

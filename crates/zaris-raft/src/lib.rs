@@ -5,7 +5,7 @@
 //!
 //! Durability rules kept here: the log's `append` callback fires only after sled has fsync'd the
 //! entries, and `save_vote` returns only after the vote is fsync'd. The state machine lives in
-//! memory and is persisted as snapshots in sled; on restart openraft re-applies the committed log
+//! memory and is persisted as snapshots in a file beside sled's; on restart openraft re-applies the committed log
 //! suffix after the last snapshot (the committed index is saved for that).
 
 pub mod dump;
@@ -13,11 +13,13 @@ mod faults;
 mod log_store;
 pub mod restore;
 mod sm_store;
+mod snapshot_file;
 mod types;
 
 pub use faults::StoreFaults;
 pub use log_store::LogStore;
 pub use sm_store::{ApplyObserver, NoopObserver, SmData, StateHandle, StateMachineStore};
+pub use snapshot_file::SNAPSHOT_FILE;
 pub use types::{
     Entry, LogId, Member, Proposal, Raft, Reply, Snapshot, SnapshotMeta, StoredMembership,
     TypeConfig, Vote,
@@ -35,7 +37,8 @@ pub async fn open(
 ) -> io::Result<(LogStore, StateMachineStore)> {
     let db = open_db(dir).await?;
     let log = LogStore::new(db.clone())?;
-    let sm = StateMachineStore::new(db, observer, limits)?;
+    let files = snapshot_file::SnapshotFiles::open(dir, &db)?;
+    let sm = StateMachineStore::new(files, observer, limits)?;
     Ok((log, sm))
 }
 

@@ -10,7 +10,7 @@ use openraft::storage::{IOFlushed, RaftLogStorage};
 use openraft::{LogState, OptionalSend, RaftLogReader};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use zaris_core::codec;
 
 use crate::io_err;
@@ -32,6 +32,56 @@ pub struct LogStore {
     log: sled::Tree,
     meta: sled::Tree,
     flusher: mpsc::Sender<IOFlushed<TypeConfig>>,
+    /// The index through which entries may be deleted, for the [`purge_loop`].
+    purge_through: Arc<watch::Sender<Option<u64>>>,
+}
+
+/// Entries deleted per sled batch by the [`purge_loop`].
+const PURGE_CHUNK: usize = 1_024;
+
+/// Deletes purged entries in the background. A purge after a snapshot covers tens of thousands
+/// of entries; deleted inside `purge` it held up every append (and so every client write) for
+/// up to 0.7 s. `purge` records the new start of the log first, so entries not yet deleted are
+/// already outside it: openraft never reads below the purge point, and a crash meanwhile only
+/// leaves entries for the next start to delete. The task ends when the last log handle does.
+async fn purge_loop(log: sled::Tree, mut through: watch::Receiver<Option<u64>>) {
+    loop {
+        // None: nothing purged yet (index 0 is an entry too).
+        let target = *through.borrow_and_update();
+        // Stops between chunks once the last log handle is gone (the database closes with it).
+        while let Some(target) = target
+            && through.has_changed().is_ok()
+        {
+            let tree = log.clone();
+            let deleted = tokio::task::spawn_blocking(move || -> Result<usize, sled::Error> {
+                let mut batch = sled::Batch::default();
+                let mut count = 0;
+                for key in tree.range(..=index_key(target)).keys().take(PURGE_CHUNK) {
+                    batch.remove(key?);
+                    count += 1;
+                }
+                tree.apply_batch(batch)?;
+                Ok(count)
+            })
+            .await;
+            match deleted {
+                Ok(Ok(0)) => break,
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    // Left for the next purge (or start) to delete: the log is correct meanwhile.
+                    tracing::warn!(through = target, error = %e, "cannot delete purged log entries");
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the log purger failed");
+                    break;
+                }
+            }
+        }
+        if through.changed().await.is_err() {
+            return;
+        }
+    }
 }
 
 /// Appends waiting for their fsync; bounds the entries openraft can have in flight here.
@@ -75,12 +125,20 @@ impl LogStore {
         let db = Arc::new(db);
         let (flusher, pending) = mpsc::channel(PENDING_FLUSHES);
         tokio::spawn(flush_loop(Arc::downgrade(&db), pending));
-        Ok(LogStore {
+        let (purge_through, through) = watch::channel(None);
+        tokio::spawn(purge_loop(log.clone(), through));
+        let store = LogStore {
             db,
             log,
             meta,
             flusher,
-        })
+            purge_through: Arc::new(purge_through),
+        };
+        // Entries a purge had not deleted yet when the node stopped.
+        if let Some(purged) = store.get_meta::<LogId>(LAST_PURGED)? {
+            store.purge_through.send_replace(Some(purged.index));
+        }
+        Ok(store)
     }
 
     fn get_meta<T: DeserializeOwned + Serialize>(&self, key: &str) -> io::Result<Option<T>> {
@@ -237,17 +295,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
-        // Record the purge point first: get_log_state derives the log's start from it.
+        // The purge point first: get_log_state derives the log's start from it, and from here
+        // on no entry up to it is read. The entries themselves go in the background.
         self.put_meta(LAST_PURGED, &log_id)?;
-        let keys: Vec<sled::IVec> = self
-            .log
-            .range(..=index_key(log_id.index))
-            .keys()
-            .collect::<Result<_, _>>()
-            .map_err(|e| io_err("read log", e))?;
-        for key in keys {
-            self.log.remove(key).map_err(|e| io_err("purge", e))?;
-        }
+        self.purge_through.send_replace(Some(log_id.index));
         Ok(())
     }
 }

@@ -13,7 +13,7 @@ use zaris_core::State;
 
 use crate::io_err;
 use crate::log_store::{LOG_TREE, LogStore, META_TREE};
-use crate::sm_store::{SNAPSHOT_TREE, SnapshotFiles};
+use crate::snapshot_file::SnapshotFiles;
 use crate::types::{LogId, Member, SnapshotMeta, StoredMembership};
 
 /// Writes `state` into a new node's data dir as its snapshot, with `members` as
@@ -29,14 +29,17 @@ pub async fn seed(dir: &Path, state: &State, members: &BTreeMap<u64, Member>) ->
     };
     let bytes = state.snapshot().map_err(|e| io_err("encode snapshot", e))?;
     let db = crate::open_db(dir).await?;
-    for tree in [LOG_TREE, META_TREE, SNAPSHOT_TREE] {
+    let files = SnapshotFiles::open(dir, &db)?;
+    let mut holds_data = files.exists();
+    for tree in [LOG_TREE, META_TREE] {
         let tree = db.open_tree(tree).map_err(|e| io_err("open tree", e))?;
-        if !tree.is_empty() {
-            return Err(io_err(
-                "restore",
-                format!("{} already holds a node's data", dir.display()),
-            ));
-        }
+        holds_data |= !tree.is_empty();
+    }
+    if holds_data {
+        return Err(io_err(
+            "restore",
+            format!("{} already holds a node's data", dir.display()),
+        ));
     }
     let log_id = LogId::new(
         openraft::impls::leader_id_adv::LeaderId {
@@ -50,14 +53,9 @@ pub async fn seed(dir: &Path, state: &State, members: &BTreeMap<u64, Member>) ->
         last_log_id: Some(log_id),
         last_membership: StoredMembership::new(Some(log_id), Membership::from(nodes)),
     };
-    let files = SnapshotFiles::new(
-        db.open_tree(SNAPSHOT_TREE)
-            .map_err(|e| io_err("open snapshot tree", e))?,
-        db.clone(),
-    );
     // The snapshot first: a seed cut short leaves a snapshot without a log start, which the
     // next attempt refuses (start over with an empty dir), never a log that points at nothing.
-    files.save(&meta, &bytes).await?;
+    files.save(&meta, bytes).await?;
     LogStore::new(db.clone())?.start_after(log_id)?;
     db.flush_async()
         .await

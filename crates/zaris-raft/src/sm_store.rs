@@ -1,5 +1,5 @@
 //! The state machine store: zaris-core's [`State`] in memory behind a lock, applied from the Raft
-//! log, persisted as snapshots in sled.
+//! log, persisted as snapshots in a file beside the log (`snapshot_file`).
 
 use std::io;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
@@ -7,15 +7,12 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 use futures::{Stream, TryStreamExt};
 use openraft::storage::{EntryResponder, RaftStateMachine};
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
-use zaris_core::{Applied, Outcome, Revision, State, codec};
+use zaris_core::{Applied, Outcome, Revision, State};
 
 use crate::faults::StoreFaults;
 use crate::io_err;
+use crate::snapshot_file::SnapshotFiles;
 use crate::types::{LogId, Reply, Snapshot, SnapshotMeta, StoredMembership, TypeConfig};
-
-pub(crate) const SNAPSHOT_TREE: &str = "snapshot";
-const SNAPSHOT_META: &str = "meta";
-const SNAPSHOT_DATA: &str = "data";
 
 /// Hears about every applied command on this node (feeds the lessor, lock waiters, watchers).
 ///
@@ -79,13 +76,10 @@ impl std::fmt::Debug for StateMachineStore {
 
 impl StateMachineStore {
     pub(crate) fn new(
-        db: sled::Db,
+        files: SnapshotFiles,
         observer: Arc<dyn ApplyObserver>,
         limits: zaris_core::Limits,
     ) -> io::Result<Self> {
-        let tree = db
-            .open_tree(SNAPSHOT_TREE)
-            .map_err(|e| io_err("open snapshot tree", e))?;
         // Start empty: openraft installs the persisted snapshot and re-applies the committed log
         // after it when the node starts.
         let data = SmData {
@@ -95,7 +89,7 @@ impl StateMachineStore {
         };
         Ok(StateMachineStore {
             data: Arc::new(RwLock::new(data)),
-            files: SnapshotFiles::new(tree, db),
+            files,
             observer,
             faults: StoreFaults::default(),
         })
@@ -121,87 +115,6 @@ impl StateMachineStore {
     }
 }
 
-/// Where the current snapshot is persisted: its meta and data in one sled tree, written in one
-/// batch and fsync'd.
-#[derive(Clone)]
-pub(crate) struct SnapshotFiles {
-    tree: sled::Tree,
-    db: sled::Db,
-    /// Serializes saves: a build (which copied the state at some index A) runs beside an install
-    /// (of a snapshot at B), and the check-then-write in `save` must see the other's result.
-    saving: Arc<tokio::sync::Mutex<()>>,
-}
-
-impl SnapshotFiles {
-    pub(crate) fn new(tree: sled::Tree, db: sled::Db) -> Self {
-        SnapshotFiles {
-            tree,
-            db,
-            saving: Arc::new(tokio::sync::Mutex::new(())),
-        }
-    }
-
-    /// Persists a snapshot unless the one on disk is at least as new. A build that copied the
-    /// state at A may finish after a snapshot at B > A was installed and the log purged up to B:
-    /// saving A then would leave a node that can never restart (it would need logs from A + 1).
-    /// Returns whether it saved.
-    pub(crate) async fn save(&self, meta: &SnapshotMeta, data: &[u8]) -> io::Result<bool> {
-        let _saving = self.saving.lock().await;
-        if let Some(current) = read_snapshot_meta(&self.tree)?
-            && current.last_log_id >= meta.last_log_id
-        {
-            tracing::info!(
-                kept = ?current.last_log_id,
-                dropped = ?meta.last_log_id,
-                "a snapshot at least as new is already saved; keeping it"
-            );
-            return Ok(false);
-        }
-        let meta_bytes = codec::encode(meta).map_err(|e| io_err("encode snapshot meta", e))?;
-        let mut batch = sled::Batch::default();
-        batch.insert(SNAPSHOT_DATA, data);
-        batch.insert(SNAPSHOT_META, meta_bytes);
-        self.tree
-            .apply_batch(batch)
-            .map_err(|e| io_err("save snapshot", e))?;
-        self.db
-            .flush_async()
-            .await
-            .map_err(|e| io_err("fsync snapshot", e))?;
-        Ok(true)
-    }
-
-    fn load(&self) -> io::Result<Option<Snapshot>> {
-        let Some(meta) = read_snapshot_meta(&self.tree)? else {
-            return Ok(None);
-        };
-        let Some(data) = self
-            .tree
-            .get(SNAPSHOT_DATA)
-            .map_err(|e| io_err("read snapshot", e))?
-        else {
-            return Ok(None);
-        };
-        Ok(Some(Snapshot {
-            meta,
-            snapshot: data.to_vec(),
-        }))
-    }
-}
-
-/// The persisted snapshot's meta, without its data.
-pub(crate) fn read_snapshot_meta(tree: &sled::Tree) -> io::Result<Option<SnapshotMeta>> {
-    let Some(meta) = tree
-        .get(SNAPSHOT_META)
-        .map_err(|e| io_err("read snapshot", e))?
-    else {
-        return Ok(None);
-    };
-    codec::decode(&meta, codec::MAX_MESSAGE_BYTES)
-        .map(Some)
-        .map_err(|e| io_err("decode snapshot meta", e))
-}
-
 /// Builds a snapshot from a consistent copy of the state, taken under the lock.
 pub struct SnapshotBuilder {
     data: Arc<RwLock<SmData>>,
@@ -218,22 +131,36 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     type SnapshotData = Vec<u8>;
 
     async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
-        // Copy under the read lock (apply runs concurrently), encode outside it.
+        // The state's maps are persistent (structurally shared): this copy costs a few pointer
+        // increments, so apply waits for nothing; apply's next writes copy the tree nodes they
+        // touch instead. Encoding a large state takes a while: off the async threads.
+        let started = std::time::Instant::now();
         let copy = self
             .data
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone();
-        let bytes = copy
-            .state
-            .snapshot()
-            .map_err(|e| io_err("encode snapshot", e))?;
-        let meta = SnapshotMeta {
-            last_log_id: copy.last_applied,
-            last_membership: copy.membership,
-        };
-        if self.files.save(&meta, &bytes).await? {
-            tracing::info!(last_log_id = ?meta.last_log_id, bytes = bytes.len(), "snapshot built");
+        let (bytes, meta) = tokio::task::spawn_blocking(move || {
+            let bytes = copy.state.snapshot();
+            let meta = SnapshotMeta {
+                last_log_id: copy.last_applied,
+                last_membership: copy.membership,
+            };
+            (bytes, meta)
+        })
+        .await
+        .map_err(|e| io_err("snapshot encoder", e))?;
+        let bytes = bytes.map_err(|e| io_err("encode snapshot", e))?;
+        let encoded = started.elapsed();
+        let (saved, bytes) = self.files.save(&meta, bytes).await?;
+        if saved {
+            tracing::info!(
+                last_log_id = ?meta.last_log_id,
+                bytes = bytes.len(),
+                encode_ms = encoded.as_millis() as u64,
+                save_ms = (started.elapsed() - encoded).as_millis() as u64,
+                "snapshot built"
+            );
         }
         Ok(Snapshot {
             meta,
@@ -308,10 +235,15 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         snapshot: Self::SnapshotData,
     ) -> Result<(), io::Error> {
         tracing::info!(last_log_id = ?meta.last_log_id, "installing snapshot");
-        let mut state = State::restore(&snapshot).map_err(|e| io_err("restore snapshot", e))?;
+        let (mut state, snapshot) = tokio::task::spawn_blocking(move || {
+            State::restore(&snapshot).map(|state| (state, snapshot))
+        })
+        .await
+        .map_err(|e| io_err("snapshot decoder", e))?
+        .map_err(|e| io_err("restore snapshot", e))?;
         // Faults are configuration, not state: a snapshot does not carry them.
         self.faults.configure(&mut state);
-        self.files.save(meta, &snapshot).await?;
+        self.files.save(meta, snapshot).await?;
         self.faults.pause_install().await;
         // Outside the state lock, like every observer call (apply waits for install anyway).
         self.observer.restored(&state);
@@ -326,45 +258,5 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
         self.files.load()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn meta(index: u64) -> SnapshotMeta {
-        SnapshotMeta {
-            last_log_id: Some(openraft::LogId::new(
-                openraft::impls::leader_id_adv::LeaderId {
-                    term: 1,
-                    node_id: 1,
-                },
-                index,
-            )),
-            last_membership: StoredMembership::default(),
-        }
-    }
-
-    /// Issue 9, hole 2: a build that copied the state at A finishing after a snapshot at B > A was
-    /// installed must not replace B on disk.
-    #[tokio::test]
-    async fn an_older_snapshot_never_replaces_a_newer_one() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let db = sled::Config::new()
-            .path(dir.path())
-            .open()
-            .expect("open sled");
-        let files = SnapshotFiles::new(db.open_tree(SNAPSHOT_TREE).expect("tree"), db);
-        assert!(files.save(&meta(20), b"at twenty").await.expect("save B"));
-        assert!(!files.save(&meta(10), b"at ten").await.expect("save A"));
-        let kept = files.load().expect("load").expect("a snapshot");
-        assert_eq!(kept.meta, meta(20));
-        assert_eq!(kept.snapshot, b"at twenty");
-        assert!(files.save(&meta(30), b"at thirty").await.expect("save C"));
-        assert_eq!(
-            files.load().expect("load").expect("a snapshot").meta,
-            meta(30)
-        );
     }
 }

@@ -299,11 +299,20 @@ async fn keepalives<T: Target>(
 /// `count` leases, each with one 64-byte key bound to it, granted and put by 32 workers: the
 /// rate of (grant, put) pairs.
 pub(crate) async fn populate<T: Target>(target: &T, count: usize) -> anyhow::Result<Sample> {
+    populate_with_ttl(target, count, |_| TTL).await
+}
+
+/// [`populate`], with each lease's TTL chosen when it is granted (`ttl(now)`).
+pub(crate) async fn populate_with_ttl<T: Target>(
+    target: &T,
+    count: usize,
+    ttl: impl Fn(Instant) -> Duration + Clone + Send + Sync + 'static,
+) -> anyhow::Result<Sample> {
     let next = Arc::new(Mutex::new(0usize));
     let started = Instant::now();
     let tasks: Vec<_> = (0..POPULATE_WORKERS)
         .map(|_| {
-            let (target, next) = (target.clone(), next.clone());
+            let (target, next, ttl) = (target.clone(), next.clone(), ttl.clone());
             tokio::spawn(async move {
                 let mut sample = Sample::default();
                 loop {
@@ -317,7 +326,7 @@ pub(crate) async fn populate<T: Target>(target: &T, count: usize) -> anyhow::Res
                     };
                     let sent = Instant::now();
                     let pair = async {
-                        let lease = target.grant(TTL).await?;
+                        let lease = target.grant(ttl(sent)).await?;
                         target
                             .put(format!("populate/{i:08}"), vec![b'v'; 64], lease)
                             .await

@@ -18,7 +18,7 @@
 //! is remembered as [`Remembered::Applied`]: a retry learns that the request was applied, and at
 //! which revision, but not its response.
 
-use std::collections::{BTreeMap, BTreeSet};
+use imbl::{OrdMap, OrdSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -46,11 +46,11 @@ fn key(id: &RequestId) -> Key {
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Dedup {
-    by_id: BTreeMap<Key, (Revision, Remembered)>,
+    by_id: OrdMap<Key, (Revision, Remembered)>,
     /// (Applied revision, id), oldest first. A batch entry applies many requests at one
     /// revision. (Encoded exactly like the `BTreeMap<Revision, Key>` it was while every entry
     /// held one request: a length, then the pairs in order.)
-    by_revision: BTreeSet<(Revision, Key)>,
+    by_revision: OrdSet<(Revision, Key)>,
     /// Charged bytes of all entries.
     bytes: u64,
     /// The highest revision of any evicted entry.
@@ -116,13 +116,13 @@ impl Dedup {
     /// is above `forgotten_through`.
     pub fn shrink_to(&mut self, capacity: usize, max_bytes: u64) {
         while self.by_id.len() > capacity.max(1) || self.bytes > max_bytes {
-            let Some(&(revision, _)) = self.by_revision.first() else {
+            let Some(&(revision, _)) = self.by_revision.get_min() else {
                 break;
             };
-            while let Some(&(at, oldest)) = self.by_revision.first()
+            while let Some(&(at, oldest)) = self.by_revision.get_min()
                 && at == revision
             {
-                self.by_revision.pop_first();
+                self.by_revision.remove_min();
                 if let Some((_, remembered)) = self.by_id.remove(&oldest) {
                     self.bytes -= entry_bytes(&remembered);
                 }

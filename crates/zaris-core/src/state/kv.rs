@@ -24,7 +24,7 @@ impl State {
             ),
             KeySelector::Prefix(prefix) => Box::new(
                 self.kv
-                    .range::<[u8], _>((Bound::Included(prefix.as_slice()), Bound::Unbounded))
+                    .range::<_, [u8]>((Bound::Included(prefix.as_slice()), Bound::Unbounded))
                     .take_while(move |(k, _)| k.starts_with(prefix))
                     .map(|(k, s)| (k.as_slice(), s)),
             ),
@@ -36,7 +36,7 @@ impl State {
                 };
                 Box::new(
                     self.kv
-                        .range::<[u8], _>((Bound::Included(start.as_slice()), upper))
+                        .range::<_, [u8]>((Bound::Included(start.as_slice()), upper))
                         .map(|(k, s)| (k.as_slice(), s)),
                 )
             }

@@ -10,6 +10,7 @@ mod lock;
 mod size;
 mod txn;
 
+use imbl::{OrdMap, OrdSet};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
@@ -118,11 +119,11 @@ pub struct State {
     limits_set: bool,
     last_applied: Revision,
     next_lease_id: LeaseId,
-    kv: BTreeMap<Vec<u8>, Stored>,
-    leases: BTreeMap<LeaseId, Lease>,
+    kv: OrdMap<Vec<u8>, Stored>,
+    leases: OrdMap<LeaseId, Lease>,
     /// Secondary index: which keys each lease binds.
-    lease_keys: BTreeSet<(LeaseId, Vec<u8>)>,
-    locks: BTreeMap<String, Lock>,
+    lease_keys: OrdSet<(LeaseId, Vec<u8>)>,
+    locks: OrdMap<String, Lock>,
     dedup: Dedup,
     /// Users, roles and lease owners. Last, so that a state encoded before auth existed (format
     /// versions 2 and 3) decodes as itself with an empty `AuthState` appended (`State::restore`).
@@ -150,10 +151,10 @@ impl State {
             limits_set: false,
             last_applied: Revision::ZERO,
             next_lease_id: LeaseId::new(1),
-            kv: BTreeMap::new(),
-            leases: BTreeMap::new(),
-            lease_keys: BTreeSet::new(),
-            locks: BTreeMap::new(),
+            kv: OrdMap::new(),
+            leases: OrdMap::new(),
+            lease_keys: OrdSet::new(),
+            locks: OrdMap::new(),
             dedup: Dedup::default(),
             auth: AuthState::default(),
             footprint: size::Footprint::default(),

@@ -67,3 +67,53 @@ async fn log_vote_and_snapshot_survive_reopen() {
     assert_eq!(handle.read(|d| d.state.lease_count()), 3);
     assert_eq!(handle.read(|d| d.state.last_applied()), Revision::new(3));
 }
+
+/// A purge moves the log's start at once and deletes the entries in the background (appends do
+/// not wait for it); a store dropped before that finished deletes the rest when reopened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purged_entries_are_deleted_in_the_background_and_after_a_restart() {
+    const ENTRIES: u64 = 5_000;
+    const PURGED: u64 = 4_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let (mut log, _sm) =
+            zaris_raft::open(dir.path(), Arc::new(NoopObserver), Limits::default())
+                .await
+                .expect("open");
+        let (tx, rx) = TypeConfig::oneshot();
+        log.append((1..=ENTRIES).map(|i| grant(1, i)), IOFlushed::signal(tx))
+            .await
+            .expect("append");
+        rx.await.expect("callback fired").expect("flushed");
+        log.purge(log_id(1, PURGED)).await.expect("purge");
+        let state = log.get_log_state().await.expect("state");
+        assert_eq!(state.last_purged_log_id, Some(log_id(1, PURGED)));
+        assert_eq!(state.last_log_id, Some(log_id(1, ENTRIES)));
+        // Dropped at once: the background deletion is cut short (or not even started).
+    }
+    let (mut log, _sm) = zaris_raft::open(dir.path(), Arc::new(NoopObserver), Limits::default())
+        .await
+        .expect("reopen");
+    let state = log.get_log_state().await.expect("state");
+    assert_eq!(state.last_purged_log_id, Some(log_id(1, PURGED)));
+    assert_eq!(state.last_log_id, Some(log_id(1, ENTRIES)));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let left = log.try_get_log_entries(1..=PURGED).await.expect("read");
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} purged entries are still stored",
+            left.len()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let kept = log
+        .try_get_log_entries(PURGED + 1..=ENTRIES)
+        .await
+        .expect("read");
+    assert_eq!(kept.len() as u64, ENTRIES - PURGED);
+    assert_eq!(kept[0].log_id, log_id(1, PURGED + 1));
+}
