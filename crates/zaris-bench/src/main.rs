@@ -79,7 +79,8 @@ pub(crate) struct Args {
     compare_leases: usize,
     /// Instead of the workloads, load a 3-node cluster through the API with this many leases,
     /// each with a key (1,000,000 if no number is given), and report the populate rate, a single
-    /// writer's latency meanwhile, each node's resident size and a killed follower's restart.
+    /// writer's latency meanwhile, each node's resident size, a killed follower's restart, and
+    /// the expiry of all those leases at one instant (with the writer's latency meanwhile).
     #[arg(long, num_args = 0..=1, default_missing_value = "1000000")]
     scale: Option<u64>,
 }
