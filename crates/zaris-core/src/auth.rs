@@ -298,6 +298,7 @@ pub struct AuthState {
     roles: BTreeMap<String, Role>,
     /// The user that granted each live lease granted by a known user. Other leases (granted
     /// anonymously, before auth was enabled) have no owner: any authenticated user may use them.
+    #[serde(with = "crate::state::persistent::ord_map")]
     lease_owners: OrdMap<LeaseId, String>,
 }
 

@@ -46,10 +46,12 @@ fn key(id: &RequestId) -> Key {
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Dedup {
+    #[serde(with = "crate::state::persistent::ord_map")]
     by_id: OrdMap<Key, (Revision, Remembered)>,
     /// (Applied revision, id), oldest first. A batch entry applies many requests at one
     /// revision. (Encoded exactly like the `BTreeMap<Revision, Key>` it was while every entry
     /// held one request: a length, then the pairs in order.)
+    #[serde(with = "crate::state::persistent::ord_set")]
     by_revision: OrdSet<(Revision, Key)>,
     /// Charged bytes of all entries.
     bytes: u64,

@@ -7,6 +7,7 @@ mod dedup;
 mod kv;
 mod lease;
 mod lock;
+pub(crate) mod persistent;
 mod size;
 mod txn;
 
@@ -119,10 +120,14 @@ pub struct State {
     limits_set: bool,
     last_applied: Revision,
     next_lease_id: LeaseId,
+    #[serde(with = "crate::state::persistent::ord_map")]
     kv: OrdMap<Vec<u8>, Stored>,
+    #[serde(with = "crate::state::persistent::ord_map")]
     leases: OrdMap<LeaseId, Lease>,
     /// Secondary index: which keys each lease binds.
+    #[serde(with = "crate::state::persistent::ord_set")]
     lease_keys: OrdSet<(LeaseId, Vec<u8>)>,
+    #[serde(with = "crate::state::persistent::ord_map")]
     locks: OrdMap<String, Lock>,
     dedup: Dedup,
     /// Users, roles and lease owners. Last, so that a state encoded before auth existed (format
