@@ -257,6 +257,10 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
-        self.files.load()
+        // Read whole (100 MiB for a million leases): off the async threads.
+        let files = self.files.clone();
+        tokio::task::spawn_blocking(move || files.load())
+            .await
+            .map_err(|e| io_err("snapshot reader", e))?
     }
 }
