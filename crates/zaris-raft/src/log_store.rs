@@ -227,6 +227,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             Some((_, value)) => Some(Self::decode_entry(&value)?.log_id),
             None => None,
         };
+        // An entry at or below the purge point is one the background purge has not deleted
+        // yet: logically gone, so it is never the log's last.
+        let last = last.filter(|l| last_purged.is_none_or(|p| l.index > p.index));
         Ok(LogState {
             last_purged_log_id: last_purged,
             last_log_id: last.or(last_purged),

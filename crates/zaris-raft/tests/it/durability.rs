@@ -117,3 +117,36 @@ async fn purged_entries_are_deleted_in_the_background_and_after_a_restart() {
     assert_eq!(kept.len() as u64, ENTRIES - PURGED);
     assert_eq!(kept[0].log_id, log_id(1, PURGED + 1));
 }
+
+/// A log purged whole (as after a snapshot install) ends at its purge point, also while (or
+/// after a restart before) the background deletion has removed the entries: an entry not yet
+/// deleted is never reported as the log's last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_purged_whole_ends_at_the_purge_point_before_its_entries_are_deleted() {
+    const ENTRIES: u64 = 5_000;
+    const INSTALLED: u64 = 6_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let (mut log, _sm) =
+            zaris_raft::open(dir.path(), Arc::new(NoopObserver), Limits::default())
+                .await
+                .expect("open");
+        let (tx, rx) = TypeConfig::oneshot();
+        log.append((1..=ENTRIES).map(|i| grant(1, i)), IOFlushed::signal(tx))
+            .await
+            .expect("append");
+        rx.await.expect("callback fired").expect("flushed");
+        // A snapshot from the leader, at an index beyond this log's end, was installed: the
+        // whole log goes. Whatever the purger has deleted by now, the log ends at the purge point.
+        log.purge(log_id(2, INSTALLED)).await.expect("purge");
+        let state = log.get_log_state().await.expect("state");
+        assert_eq!(state.last_purged_log_id, Some(log_id(2, INSTALLED)));
+        assert_eq!(state.last_log_id, Some(log_id(2, INSTALLED)));
+    }
+    let (mut log, _sm) = zaris_raft::open(dir.path(), Arc::new(NoopObserver), Limits::default())
+        .await
+        .expect("reopen");
+    let state = log.get_log_state().await.expect("state");
+    assert_eq!(state.last_purged_log_id, Some(log_id(2, INSTALLED)));
+    assert_eq!(state.last_log_id, Some(log_id(2, INSTALLED)));
+}
