@@ -68,6 +68,24 @@ async fn log_vote_and_snapshot_survive_reopen() {
     assert_eq!(handle.read(|d| d.state.last_applied()), Revision::new(3));
 }
 
+/// A store in `dir` whose log holds grants at indexes 1..=`entries`, flushed.
+async fn log_of_grants(dir: &std::path::Path, entries: u64) -> zaris_raft::LogStore {
+    let mut log = reopen(dir).await;
+    let (tx, rx) = TypeConfig::oneshot();
+    log.append((1..=entries).map(|i| grant(1, i)), IOFlushed::signal(tx))
+        .await
+        .expect("append");
+    rx.await.expect("callback fired").expect("flushed");
+    log
+}
+
+async fn reopen(dir: &std::path::Path) -> zaris_raft::LogStore {
+    zaris_raft::open(dir, Arc::new(NoopObserver), Limits::default())
+        .await
+        .expect("open")
+        .0
+}
+
 /// A purge moves the log's start at once and deletes the entries in the background (appends do
 /// not wait for it); a store dropped before that finished deletes the rest when reopened.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -76,24 +94,14 @@ async fn purged_entries_are_deleted_in_the_background_and_after_a_restart() {
     const PURGED: u64 = 4_000;
     let dir = tempfile::tempdir().expect("tempdir");
     {
-        let (mut log, _sm) =
-            zaris_raft::open(dir.path(), Arc::new(NoopObserver), Limits::default())
-                .await
-                .expect("open");
-        let (tx, rx) = TypeConfig::oneshot();
-        log.append((1..=ENTRIES).map(|i| grant(1, i)), IOFlushed::signal(tx))
-            .await
-            .expect("append");
-        rx.await.expect("callback fired").expect("flushed");
+        let mut log = log_of_grants(dir.path(), ENTRIES).await;
         log.purge(log_id(1, PURGED)).await.expect("purge");
         let state = log.get_log_state().await.expect("state");
         assert_eq!(state.last_purged_log_id, Some(log_id(1, PURGED)));
         assert_eq!(state.last_log_id, Some(log_id(1, ENTRIES)));
         // Dropped at once: the background deletion is cut short (or not even started).
     }
-    let (mut log, _sm) = zaris_raft::open(dir.path(), Arc::new(NoopObserver), Limits::default())
-        .await
-        .expect("reopen");
+    let mut log = reopen(dir.path()).await;
     let state = log.get_log_state().await.expect("state");
     assert_eq!(state.last_purged_log_id, Some(log_id(1, PURGED)));
     assert_eq!(state.last_log_id, Some(log_id(1, ENTRIES)));
@@ -127,15 +135,7 @@ async fn a_log_purged_whole_ends_at_the_purge_point_before_its_entries_are_delet
     const INSTALLED: u64 = 6_000;
     let dir = tempfile::tempdir().expect("tempdir");
     {
-        let (mut log, _sm) =
-            zaris_raft::open(dir.path(), Arc::new(NoopObserver), Limits::default())
-                .await
-                .expect("open");
-        let (tx, rx) = TypeConfig::oneshot();
-        log.append((1..=ENTRIES).map(|i| grant(1, i)), IOFlushed::signal(tx))
-            .await
-            .expect("append");
-        rx.await.expect("callback fired").expect("flushed");
+        let mut log = log_of_grants(dir.path(), ENTRIES).await;
         // A snapshot from the leader, at an index beyond this log's end, was installed: the
         // whole log goes. Whatever the purger has deleted by now, the log ends at the purge point.
         log.purge(log_id(2, INSTALLED)).await.expect("purge");
@@ -143,9 +143,7 @@ async fn a_log_purged_whole_ends_at_the_purge_point_before_its_entries_are_delet
         assert_eq!(state.last_purged_log_id, Some(log_id(2, INSTALLED)));
         assert_eq!(state.last_log_id, Some(log_id(2, INSTALLED)));
     }
-    let (mut log, _sm) = zaris_raft::open(dir.path(), Arc::new(NoopObserver), Limits::default())
-        .await
-        .expect("reopen");
+    let mut log = reopen(dir.path()).await;
     let state = log.get_log_state().await.expect("state");
     assert_eq!(state.last_purged_log_id, Some(log_id(2, INSTALLED)));
     assert_eq!(state.last_log_id, Some(log_id(2, INSTALLED)));
