@@ -10,9 +10,9 @@
 //! Tokens are never stored: a user holds the SHA-256 of its token (random and long, so an unsalted
 //! hash is enough), and the client sends the token itself only to the server, never into the log.
 
-use imbl::OrdMap;
 use std::collections::{BTreeMap, BTreeSet};
 
+use imbl::OrdMap;
 use serde::{Deserialize, Serialize};
 
 use crate::types::{KeySelector, LeaseId};

@@ -5,8 +5,8 @@
 //!
 //! Durability rules kept here: the log's `append` callback fires only after sled has fsync'd the
 //! entries, and `save_vote` returns only after the vote is fsync'd. The state machine lives in
-//! memory and is persisted as snapshots in a file beside sled's; on restart openraft re-applies the committed log
-//! suffix after the last snapshot (the committed index is saved for that).
+//! memory and is persisted as snapshots in a file beside sled's; on restart openraft re-applies
+//! the committed log suffix after the last snapshot (the committed index is saved for that).
 
 pub mod dump;
 mod faults;
@@ -19,7 +19,6 @@ mod types;
 pub use faults::StoreFaults;
 pub use log_store::LogStore;
 pub use sm_store::{ApplyObserver, NoopObserver, SmData, StateHandle, StateMachineStore};
-pub use snapshot_file::SNAPSHOT_FILE;
 pub use types::{
     Entry, LogId, Member, Proposal, Raft, Reply, Snapshot, SnapshotMeta, StoredMembership,
     TypeConfig, Vote,

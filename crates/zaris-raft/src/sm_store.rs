@@ -140,17 +140,15 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone();
-        let (bytes, meta) = tokio::task::spawn_blocking(move || {
-            let bytes = copy.state.snapshot();
-            let meta = SnapshotMeta {
-                last_log_id: copy.last_applied,
-                last_membership: copy.membership,
-            };
-            (bytes, meta)
-        })
-        .await
-        .map_err(|e| io_err("snapshot encoder", e))?;
-        let bytes = bytes.map_err(|e| io_err("encode snapshot", e))?;
+        let meta = SnapshotMeta {
+            last_log_id: copy.last_applied,
+            last_membership: copy.membership,
+        };
+        let state = copy.state;
+        let bytes = tokio::task::spawn_blocking(move || state.snapshot())
+            .await
+            .map_err(|e| io_err("snapshot encoder", e))?
+            .map_err(|e| io_err("encode snapshot", e))?;
         let encoded = started.elapsed();
         let (saved, bytes) = self.files.save(&meta, bytes).await?;
         if saved {

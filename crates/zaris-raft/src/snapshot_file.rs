@@ -28,7 +28,7 @@ const LEGACY_DATA: &str = "data";
 
 /// The snapshot's file name in the data dir. sled owns the dir's other files; it removes only
 /// files of its own naming (`snap.*`, `blobs/`), so this name is safe beside them.
-pub const SNAPSHOT_FILE: &str = "zaris.snapshot";
+const SNAPSHOT_FILE: &str = "zaris.snapshot";
 const MAGIC: &[u8; 4] = b"ZSNP";
 const LAYOUT_VERSION: u8 = 1;
 

@@ -11,9 +11,9 @@ pub(crate) mod persistent;
 mod size;
 mod txn;
 
-use imbl::{OrdMap, OrdSet};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use imbl::{OrdMap, OrdSet};
 use serde::{Deserialize, Serialize};
 
 use crate::auth::{AuthError, AuthState, Caller, LeaseAccess, LeaseUse, Need};
