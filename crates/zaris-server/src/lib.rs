@@ -30,6 +30,7 @@ mod prompt_election;
 mod propose;
 mod renew;
 mod services;
+mod snapshot_schedule;
 pub mod tls;
 mod watch;
 

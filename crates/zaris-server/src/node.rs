@@ -197,7 +197,9 @@ impl Node {
             election_timeout_max: config.election_timeout_ms,
             install_snapshot_timeout: 60_000,
             max_payload_entries: MAX_PAYLOAD_ENTRIES,
-            snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_entries),
+            // Every `snapshot_entries` entries, at points staggered across the members
+            // (`snapshot_schedule.rs`), not all at once.
+            snapshot_policy: SnapshotPolicy::Never,
             replication_lag_threshold: config.snapshot_entries.saturating_mul(2),
             max_in_snapshot_log_to_keep: config
                 .snapshot_entries
@@ -259,6 +261,12 @@ impl Node {
             election_timeout: DurationMs::new(config.election_timeout_ms),
         };
 
+        tracker.spawn(crate::snapshot_schedule::run(
+            raft.clone(),
+            node_id,
+            config.snapshot_entries,
+            shutdown.clone(),
+        ));
         // The Raft service stamps each leader contact; a follower calls the election promptly
         // when the leader falls silent (`prompt_election.rs`).
         let leader_contact = LeaderContact::new();

@@ -11,7 +11,7 @@ pub(crate) mod persistent;
 mod size;
 mod txn;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 
 use imbl::{OrdMap, OrdSet};
 use serde::{Deserialize, Serialize};
@@ -664,7 +664,9 @@ impl State {
                 self.limits.max_state_bytes
             ));
         }
-        let mut counted: BTreeMap<LeaseId, u32> = BTreeMap::new();
+        // Each check below is one ordered pass or one lookup per entry, no more: at a million
+        // leases this runs on every restart and snapshot install, before the node serves.
+        let mut bound_keys = 0usize;
         for (key, stored) in &self.kv {
             if stored.version == 0 || stored.create_revision > stored.mod_revision {
                 return Err(format!("key {key:?} has inconsistent metadata {stored:?}"));
@@ -673,23 +675,29 @@ impl State {
                 return Err(format!("key {key:?} modified in the future"));
             }
             if stored.lease != LeaseId::NONE {
-                if !self.leases.contains_key(&stored.lease) {
-                    return Err(format!(
-                        "key {key:?} bound to missing lease {}",
-                        stored.lease
-                    ));
-                }
-                if !self.lease_keys.contains(&(stored.lease, key.clone())) {
-                    return Err(format!("key {key:?} missing from its lease's index"));
-                }
-                *counted.entry(stored.lease).or_default() += 1;
+                bound_keys += 1;
             }
         }
+        // Every index entry names a key bound to that lease, and there are as many entries as
+        // bound keys. The entries are distinct and a key has one lease, so no two entries name
+        // the same key: the index is exactly the keys' bindings.
         for (lease, key) in &self.lease_keys {
             if self.kv.get(key).map(|s| s.lease) != Some(*lease) {
                 return Err(format!("index says {key:?} is bound to {lease}, it is not"));
             }
         }
+        if self.lease_keys.len() != bound_keys {
+            return Err(format!(
+                "the lease index holds {} entries for {bound_keys} bound keys",
+                self.lease_keys.len()
+            ));
+        }
+        // The index is ordered by lease and so are the leases: one merged pass counts each
+        // lease's keys and finds keys bound to a lease that does not exist.
+        let mut index = self.lease_keys.iter().peekable();
+        let missing = |(lease, key): &(LeaseId, Vec<u8>)| {
+            format!("key {key:?} bound to missing lease {lease}")
+        };
         for (id, lease) in &self.leases {
             if *id == LeaseId::NONE || *id >= self.next_lease_id {
                 return Err(format!(
@@ -697,7 +705,13 @@ impl State {
                     self.next_lease_id
                 ));
             }
-            let keys = counted.get(id).copied().unwrap_or(0);
+            let mut keys = 0u32;
+            while let Some(entry) = index.next_if(|(bound, _)| bound <= id) {
+                if entry.0 < *id {
+                    return Err(missing(entry));
+                }
+                keys = keys.saturating_add(1);
+            }
             if lease.key_count != keys {
                 return Err(format!(
                     "lease {id} counts {} keys, has {keys}",
@@ -717,6 +731,9 @@ impl State {
                     return Err(format!("lease {id} thinks it waits for {name:?}"));
                 }
             }
+        }
+        if let Some(entry) = index.next() {
+            return Err(missing(entry));
         }
         for (name, lock) in &self.locks {
             let holder = self
@@ -753,5 +770,108 @@ impl State {
             self.limits.dedup_max_bytes,
             self.last_applied,
         )
+    }
+}
+
+#[cfg(test)]
+mod invariant_tests {
+    use super::*;
+    use crate::command::{Command, Request};
+    use crate::outcome::Outcome;
+
+    /// Two leases with a key each, one key unbound.
+    fn state() -> (State, [LeaseId; 2]) {
+        let mut state = State::new(Limits::default());
+        let mut revision = 0;
+        let mut apply = |state: &mut State, command: Command| {
+            revision += 1;
+            state
+                .apply(Revision::new(revision), &Request::new(command))
+                .response
+        };
+        let mut grant = |state: &mut State| match apply(
+            state,
+            Command::Grant {
+                id: LeaseId::NONE,
+                ttl_ms: DurationMs::new(10_000),
+            },
+        ) {
+            Ok(Outcome::Granted { id, .. }) => id,
+            other => panic!("grant: {other:?}"),
+        };
+        let leases = [grant(&mut state), grant(&mut state)];
+        let mut revision = 2;
+        for (key, lease) in [("a", leases[0]), ("b", leases[1]), ("c", LeaseId::NONE)] {
+            revision += 1;
+            let put = Command::Put {
+                key: key.into(),
+                value: b"v".to_vec(),
+                lease,
+                guard: None,
+                prev_kv: false,
+            };
+            let response = state
+                .apply(Revision::new(revision), &Request::new(put))
+                .response;
+            assert!(response.is_ok(), "{response:?}");
+        }
+        state.check_invariants().expect("a consistent state");
+        (state, leases)
+    }
+
+    /// The restart path's checks are merged passes and counts, not a lookup per direction: each
+    /// way the lease index can disagree with the keys is still found.
+    #[test]
+    fn every_disagreement_between_the_lease_index_and_the_keys_is_found() {
+        let broken = |corrupt: &dyn Fn(&mut State, [LeaseId; 2])| {
+            let (mut state, leases) = state();
+            corrupt(&mut state, leases);
+            state.check_invariants().expect_err("a corrupt state")
+        };
+        // A bound key missing from the index.
+        let error = broken(&|s, l| {
+            s.lease_keys.remove(&(l[0], b"a".to_vec()));
+        });
+        assert!(
+            error.contains("2 bound keys") || error.contains("counts"),
+            "{error}"
+        );
+        // An index entry for a key that is not bound (or not there).
+        broken(&|s, l| {
+            s.lease_keys.insert((l[0], b"c".to_vec()));
+        });
+        broken(&|s, l| {
+            s.lease_keys.insert((l[1], b"zz".to_vec()));
+        });
+        // Compensating errors: a bound key missing, an unbound one indexed under no lease.
+        broken(&|s, l| {
+            s.lease_keys.remove(&(l[0], b"a".to_vec()));
+            s.lease_keys.insert((LeaseId::NONE, b"c".to_vec()));
+        });
+        // A key and its index entry bound to a lease that does not exist, before, between or
+        // after the live ones.
+        for missing in [LeaseId::NONE, LeaseId::new(u64::MAX)] {
+            let error = broken(&|s, l| {
+                s.lease_keys.remove(&(l[0], b"a".to_vec()));
+                s.lease_keys.insert((missing, b"a".to_vec()));
+                if let Some(stored) = s.kv.get_mut(b"a".as_slice()) {
+                    stored.lease = missing;
+                }
+                if let Some(lease) = s.leases.get_mut(&l[0]) {
+                    lease.key_count = 0;
+                }
+            });
+            assert!(
+                error.contains("missing lease") || error.contains("bound keys"),
+                "{error}"
+            );
+        }
+        // A lease that miscounts its keys.
+        let error = broken(&|s, l| {
+            if let Some(lease) = s.leases.get_mut(&l[1]) {
+                lease.key_count = 2;
+            }
+        });
+        assert!(error.contains("counts 2 keys, has 1"), "{error}");
     }
 }

@@ -362,3 +362,54 @@ async fn the_snapshot_bound_follows_from_the_limits_and_a_full_state_fits_it() {
         .expect("room again");
     cluster.shutdown().await;
 }
+
+/// Members build their snapshots at points staggered over the snapshot interval (by rank of
+/// their ids), not all at the same index: with 3 members and an interval of 60 entries, members
+/// 1, 2 and 3 snapshot at indexes 0, 20 and 40 past each multiple of 60. Under openraft's own
+/// policy all three would snapshot at about the same index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_build_their_snapshots_at_staggered_points() {
+    use openraft::async_runtime::WatchReceiver as _;
+    const INTERVAL: u64 = 60;
+    // Entries applied after a point before the build copies the state: the puts below are
+    // sequential, so a build lands within a few entries of its point.
+    const SLACK: u64 = 10;
+
+    let cluster = TestCluster::start_configured(3, |config| {
+        config.snapshot_entries = INTERVAL;
+    })
+    .await;
+    let ids = cluster.running();
+    assert_eq!(ids, vec![1, 2, 3]);
+    let client = cluster.client(&ids).await;
+    let mut last = 0;
+    for i in 0..150 {
+        last = client
+            .put(format!("stagger/{i:03}"), "v", PutOptions::default())
+            .await
+            .expect("put")
+            .revision
+            .get();
+    }
+    for (rank, id) in ids.iter().enumerate() {
+        let phase = rank as u64 * INTERVAL / 3;
+        // This member's last point at or below the last write.
+        let point = (last - phase) / INTERVAL * INTERVAL + phase;
+        let raft = cluster.node(*id).raft().clone();
+        let snapshot = zaris_testkit::wait::eventually(
+            &format!("member {id} snapshots at its point {point}"),
+            std::time::Duration::from_secs(10),
+            || {
+                let metrics = raft.metrics().borrow_watched().clone();
+                let index = metrics.snapshot.map(|s| s.index);
+                async move { index.filter(|&index| index >= point) }
+            },
+        )
+        .await;
+        assert!(
+            (snapshot - phase) % INTERVAL < SLACK,
+            "member {id} (phase {phase}) built its snapshot at {snapshot}, off its points"
+        );
+    }
+    cluster.shutdown().await;
+}
