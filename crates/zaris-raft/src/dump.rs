@@ -131,7 +131,7 @@ pub async fn read_log(dir: &Path, from: u64) -> io::Result<Dump> {
         .as_ref()
         .map(Position::from);
 
-    let mut log = LogStore::new(db)?;
+    let mut log = LogStore::new(db, dir)?;
     let state = log.get_log_state().await?;
     let committed = log.read_committed().await?;
     let mut entries = Vec::new();

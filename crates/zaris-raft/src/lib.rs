@@ -3,11 +3,13 @@
 //! This is the only crate that knows sled. sled 0.34 is beta upstream; keeping it behind
 //! [`open`] means the crash tests can judge it and a replacement touches one crate.
 //!
-//! Durability rules kept here: the log's `append` callback fires only after sled has fsync'd the
-//! entries, and `save_vote` returns only after the vote is fsync'd. The state machine lives in
+//! Durability rules kept here: the log's `append` callback fires only after the entries are
+//! fsync'd, and `save_vote` returns only after the vote is fsync'd (sled's flush, then our own
+//! fsyncs of what it leaves out: `disk_sync`). The state machine lives in
 //! memory and is persisted as snapshots in a file beside sled's; on restart openraft re-applies
 //! the committed log suffix after the last snapshot (the committed index is saved for that).
 
+mod disk_sync;
 pub mod dump;
 mod faults;
 mod log_store;
@@ -35,7 +37,7 @@ pub async fn open(
     limits: zaris_core::Limits,
 ) -> io::Result<(LogStore, StateMachineStore)> {
     let db = open_db(dir).await?;
-    let log = LogStore::new(db.clone())?;
+    let log = LogStore::new(db.clone(), dir)?;
     let files = snapshot_file::SnapshotFiles::open(dir, &db)?;
     let sm = StateMachineStore::new(files, observer, limits)?;
     Ok((log, sm))

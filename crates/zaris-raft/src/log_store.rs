@@ -4,6 +4,7 @@
 use std::fmt::Debug;
 use std::io;
 use std::ops::{Bound, RangeBounds};
+use std::path::Path;
 use std::sync::{Arc, Weak};
 
 use openraft::storage::{IOFlushed, RaftLogStorage};
@@ -13,6 +14,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 use zaris_core::codec;
 
+use crate::disk_sync::{DiskSync, flush_durably};
 use crate::io_err;
 use crate::types::{Entry, LogId, TypeConfig, Vote};
 
@@ -32,6 +34,8 @@ pub struct LogStore {
     log: sled::Tree,
     meta: sled::Tree,
     flusher: mpsc::Sender<IOFlushed<TypeConfig>>,
+    /// Our fsyncs after sled's flush.
+    disk: Arc<DiskSync>,
     /// The index through which entries may be deleted, for the [`purge_loop`].
     purge_through: Arc<watch::Sender<Option<u64>>>,
 }
@@ -87,26 +91,63 @@ async fn purge_loop(log: sled::Tree, mut through: watch::Receiver<Option<u64>>) 
 /// Appends waiting for their fsync; bounds the entries openraft can have in flight here.
 const PENDING_FLUSHES: usize = 1_024;
 
-/// Group commit at the disk: one fsync covers every append that arrived while the previous one
-/// ran (sled's flush makes everything written before it durable). Each append's callback fires
-/// only after an fsync that started after the append was written. The task ends when the last
-/// handle to the log is dropped.
-async fn flush_loop(db: Weak<sled::Db>, mut pending: mpsc::Receiver<IOFlushed<TypeConfig>>) {
+/// Group commit at the disk, in two stages that overlap. Here, sled's flush writes out every
+/// append that arrived while the previous flush ran; [`sync_loop`] then fsyncs what the flushes
+/// wrote (`disk_sync`), once for every flushed batch that waited for it. So sled's flush of the
+/// next batch runs while the previous batch's fsync does, instead of after it. Each append's
+/// callback fires only after an fsync that started after its flush ended. The tasks end when the
+/// last handle to the log is dropped.
+async fn flush_loop(
+    db: Weak<sled::Db>,
+    disk: Arc<DiskSync>,
+    mut pending: mpsc::Receiver<IOFlushed<TypeConfig>>,
+) {
+    let (flushed, to_sync) = mpsc::unbounded_channel();
+    tokio::spawn(sync_loop(disk, to_sync));
     while let Some(first) = pending.recv().await {
         let mut callbacks = vec![first];
         while let Ok(next) = pending.try_recv() {
             callbacks.push(next);
         }
-        let result = match db.upgrade() {
-            Some(db) => db.flush_async().await,
-            None => Err(sled::Error::ReportableBug("log closed before fsync".into())),
+        let written = match db.upgrade() {
+            Some(db) => db.flush_async().await.map_err(|e| io_err("fsync", e)),
+            None => Err(io_err("fsync", "log closed before fsync")),
         };
-        for callback in callbacks {
-            callback.io_completed(match &result {
-                Ok(_) => Ok(()),
-                Err(e) => Err(io_err("fsync", e)),
-            });
+        match written {
+            Ok(_) => {
+                if let Err(unsent) = flushed.send(callbacks) {
+                    complete(unsent.0, &Err(io_err("fsync", "log closed before fsync")));
+                }
+            }
+            Err(e) => complete(callbacks, &Err(e)),
         }
+    }
+}
+
+/// The second stage of [`flush_loop`]: one fsync for all the batches sled has flushed meanwhile.
+async fn sync_loop(
+    disk: Arc<DiskSync>,
+    mut flushed: mpsc::UnboundedReceiver<Vec<IOFlushed<TypeConfig>>>,
+) {
+    while let Some(mut callbacks) = flushed.recv().await {
+        while let Ok(more) = flushed.try_recv() {
+            callbacks.extend(more);
+        }
+        let disk = disk.clone();
+        let synced = tokio::task::spawn_blocking(move || disk.sync())
+            .await
+            .map_err(|e| io_err("fsync", e))
+            .and_then(|synced| synced.map_err(|e| io_err("fsync", e)));
+        complete(callbacks, &synced);
+    }
+}
+
+fn complete(callbacks: Vec<IOFlushed<TypeConfig>>, result: &io::Result<()>) {
+    for callback in callbacks {
+        callback.io_completed(match result {
+            Ok(()) => Ok(()),
+            Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
+        });
     }
 }
 
@@ -115,7 +156,9 @@ fn index_key(index: u64) -> [u8; 8] {
 }
 
 impl LogStore {
-    pub(crate) fn new(db: sled::Db) -> io::Result<Self> {
+    /// The log in `db`, the sled database opened in `dir`.
+    pub(crate) fn new(db: sled::Db, dir: &Path) -> io::Result<Self> {
+        let disk = Arc::new(DiskSync::open(dir).map_err(|e| io_err("open the data file", e))?);
         let log = db
             .open_tree(LOG_TREE)
             .map_err(|e| io_err("open log tree", e))?;
@@ -124,7 +167,7 @@ impl LogStore {
             .map_err(|e| io_err("open meta tree", e))?;
         let db = Arc::new(db);
         let (flusher, pending) = mpsc::channel(PENDING_FLUSHES);
-        tokio::spawn(flush_loop(Arc::downgrade(&db), pending));
+        tokio::spawn(flush_loop(Arc::downgrade(&db), disk.clone(), pending));
         let (purge_through, through) = watch::channel(None);
         tokio::spawn(purge_loop(log.clone(), through));
         let store = LogStore {
@@ -132,6 +175,7 @@ impl LogStore {
             log,
             meta,
             flusher,
+            disk,
             purge_through: Arc::new(purge_through),
         };
         // Entries a purge had not deleted yet when the node stopped.
@@ -162,13 +206,10 @@ impl LogStore {
         Ok(())
     }
 
-    /// Makes everything written so far durable (sled's background flush runs only every 500 ms).
-    async fn fsync(&self) -> io::Result<()> {
-        self.db
-            .flush_async()
-            .await
-            .map(|_| ())
-            .map_err(|e| io_err("fsync", e))
+    /// Makes everything written so far durable (sled's background flush runs only every 500 ms,
+    /// and does not fsync: `disk_sync`).
+    pub(crate) async fn fsync(&self) -> io::Result<()> {
+        flush_durably(&self.db, &self.disk).await
     }
 
     /// Makes an empty log start after `log_id`, committed up to it: for a node seeded with a

@@ -56,8 +56,9 @@ pub async fn seed(dir: &Path, state: &State, members: &BTreeMap<u64, Member>) ->
     // The snapshot first: a seed cut short leaves a snapshot without a log start, which the
     // next attempt refuses (start over with an empty dir), never a log that points at nothing.
     files.save(&meta, bytes).await?;
-    LogStore::new(db.clone())?.start_after(log_id)?;
-    db.flush_async()
+    let log = LogStore::new(db.clone(), dir)?;
+    log.start_after(log_id)?;
+    log.fsync()
         .await
         .map_err(|e| io_err("fsync restored data", e))?;
     Ok(log_id)
