@@ -306,14 +306,18 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut batch = sled::Batch::default();
+        // One insert per entry, in index order, not a sled batch: a batch writes a manifest of
+        // its own, which sled writes and syncs separately, so every append cost two
+        // `sync_file_range` calls instead of one (strace; about 0.2 ms each here). Atomicity is
+        // not needed: sled recovers a prefix of its log, so a crash mid-append leaves a prefix of
+        // these entries, never a hole (as `truncate_after` relies on too), and none of them was
+        // acknowledged.
         for entry in entries {
             let bytes = codec::encode(&entry).map_err(|e| io_err("encode log entry", e))?;
-            batch.insert(&index_key(entry.log_id.index)[..], bytes);
+            self.log
+                .insert(&index_key(entry.log_id.index)[..], bytes)
+                .map_err(|e| io_err("append", e))?;
         }
-        self.log
-            .apply_batch(batch)
-            .map_err(|e| io_err("append", e))?;
         // The entries are readable now; they count as persisted (and may be acknowledged) only
         // once the flusher has had them fsync'd. Returning before that lets openraft hand over
         // the next append while this one's fsync runs.
