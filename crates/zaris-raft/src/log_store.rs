@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 use zaris_core::codec;
 
-use crate::disk_sync::{DiskSync, flush_durably};
+use crate::disk_sync::{DiskSync, flush_durably, sync_off_thread};
 use crate::io_err;
 use crate::types::{Entry, LogId, TypeConfig, Vote};
 
@@ -133,12 +133,7 @@ async fn sync_loop(
         while let Ok(more) = flushed.try_recv() {
             callbacks.extend(more);
         }
-        let disk = disk.clone();
-        let synced = tokio::task::spawn_blocking(move || disk.sync())
-            .await
-            .map_err(|e| io_err("fsync", e))
-            .and_then(|synced| synced.map_err(|e| io_err("fsync", e)));
-        complete(callbacks, &synced);
+        complete(callbacks, &sync_off_thread(&disk).await);
     }
 }
 

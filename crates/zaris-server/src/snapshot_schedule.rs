@@ -22,13 +22,17 @@ use zaris_raft::Raft;
 const RETRIGGER_AFTER: Duration = Duration::from_secs(1);
 
 /// The offset of this member's snapshot points within one interval: its rank among `members`
-/// (sorted node ids), spread evenly. A node missing from `members` (not yet added) takes rank 0.
-pub fn phase(interval: u64, node_id: u64, members: &[u64]) -> u64 {
-    let mut sorted = members.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let rank = sorted.iter().position(|&id| id == node_id).unwrap_or(0) as u64;
-    let count = sorted.len().max(1) as u64;
+/// (node ids in increasing order, as a membership lists them), spread evenly. A node missing
+/// from `members` (not yet added) takes rank 0.
+pub fn phase(interval: u64, node_id: u64, members: impl Iterator<Item = u64>) -> u64 {
+    let (mut rank, mut count) = (0u64, 0u64);
+    for id in members {
+        if id == node_id {
+            rank = count;
+        }
+        count += 1;
+    }
+    let count = count.max(1);
     // u128: interval * rank may not fit a u64 for absurd intervals.
     (u128::from(interval) * u128::from(rank) / u128::from(count)) as u64
 }
@@ -53,14 +57,11 @@ pub async fn run(raft: Raft, node_id: u64, interval: u64, shutdown: Cancellation
     loop {
         let due = {
             let m = metrics.borrow_watched();
-            let members: Vec<u64> = m
-                .membership_config
-                .membership()
-                .nodes()
-                .map(|(id, _)| *id)
-                .collect();
+            // A membership's nodes are a BTreeMap: ids in increasing order, no allocation here
+            // (this runs on every applied entry).
+            let members = m.membership_config.membership().nodes().map(|(id, _)| *id);
             let snapshot_index = m.snapshot.map_or(0, |id| id.index);
-            let point = next_point(snapshot_index, interval, phase(interval, node_id, &members));
+            let point = next_point(snapshot_index, interval, phase(interval, node_id, members));
             let applied = m.last_applied.map_or(0, |id| id.index);
             (applied >= point).then_some(point)
         };
@@ -90,14 +91,14 @@ mod tests {
 
     #[test]
     fn three_members_are_spread_over_a_third_of_the_interval_each() {
-        let members = [1, 2, 3];
-        assert_eq!(phase(50_000, 1, &members), 0);
-        assert_eq!(phase(50_000, 2, &members), 16_666);
-        assert_eq!(phase(50_000, 3, &members), 33_333);
+        let members = || [1, 2, 3].into_iter();
+        assert_eq!(phase(50_000, 1, members()), 0);
+        assert_eq!(phase(50_000, 2, members()), 16_666);
+        assert_eq!(phase(50_000, 3, members()), 33_333);
         // The rank counts, not the id itself.
-        assert_eq!(phase(300, 70, &[70, 9, 12]), 200);
-        assert_eq!(phase(300, 4, &[70, 9, 12]), 0);
-        assert_eq!(phase(10, 1, &[]), 0);
+        assert_eq!(phase(300, 70, [9, 12, 70].into_iter()), 200);
+        assert_eq!(phase(300, 4, [9, 12, 70].into_iter()), 0);
+        assert_eq!(phase(10, 1, [].into_iter()), 0);
     }
 
     #[test]

@@ -789,20 +789,18 @@ mod invariant_tests {
                 .apply(Revision::new(revision), &Request::new(command))
                 .response
         };
-        let mut grant = |state: &mut State| match apply(
-            state,
-            Command::Grant {
+        let mut leases = [LeaseId::NONE; 2];
+        for lease in &mut leases {
+            let grant = Command::Grant {
                 id: LeaseId::NONE,
                 ttl_ms: DurationMs::new(10_000),
-            },
-        ) {
-            Ok(Outcome::Granted { id, .. }) => id,
-            other => panic!("grant: {other:?}"),
-        };
-        let leases = [grant(&mut state), grant(&mut state)];
-        let mut revision = 2;
+            };
+            *lease = match apply(&mut state, grant) {
+                Ok(Outcome::Granted { id, .. }) => id,
+                other => panic!("grant: {other:?}"),
+            };
+        }
         for (key, lease) in [("a", leases[0]), ("b", leases[1]), ("c", LeaseId::NONE)] {
-            revision += 1;
             let put = Command::Put {
                 key: key.into(),
                 value: b"v".to_vec(),
@@ -810,9 +808,7 @@ mod invariant_tests {
                 guard: None,
                 prev_kv: false,
             };
-            let response = state
-                .apply(Revision::new(revision), &Request::new(put))
-                .response;
+            let response = apply(&mut state, put);
             assert!(response.is_ok(), "{response:?}");
         }
         state.check_invariants().expect("a consistent state");
