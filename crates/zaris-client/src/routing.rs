@@ -20,11 +20,12 @@ use crate::error::RpcError;
 
 /// Longest wait between tries while the leader is moving: an election, a leader that died or
 /// stops. A member answers such a try at once (NOT_LEADER, NO_LEADER) or refuses the connection,
-/// which costs it next to nothing, and a new leader is in place within about an election
-/// timeout: a client that had doubled its backoff to a second would find it up to a second late.
-/// (etcd's Go client retries every 25 ms.) It caps the backoff before jitter, so tries come 50 to
-/// 100 ms apart once the backoff has reached it, whatever maximum `with_backoff` set.
-pub const MAX_ELECTION_BACKOFF: Duration = Duration::from_millis(100);
+/// which costs it next to nothing, and a new leader is in place within a few heartbeats after a
+/// crash (within about an election timeout otherwise): a client that had doubled its backoff to a
+/// second would find it up to a second late. (etcd's Go client retries every 25 ms.) It caps the
+/// backoff before jitter, so tries come 25 to 50 ms apart once the backoff has reached it,
+/// whatever maximum `with_backoff` set.
+pub const MAX_ELECTION_BACKOFF: Duration = Duration::from_millis(50);
 
 /// Whether `err` says the Raft leader is moving rather than that a member is overloaded, slow or
 /// misconfigured: refusals that name no leader, a lost leadership, a member shutting down, and a
@@ -315,7 +316,7 @@ mod tests {
         }
     }
 
-    /// While the leader moves, tries go on every 50 to 100 ms however long it takes; other
+    /// While the leader moves, tries go on every 25 to 50 ms however long it takes; other
     /// failures (a timeout may be load) back off to the configured maximum.
     #[test]
     fn an_election_is_polled_briskly_and_load_is_backed_off_from() {

@@ -12,6 +12,7 @@ pub mod clock;
 pub mod config;
 pub mod convert;
 mod cutoff;
+mod dead_leader;
 pub mod error;
 pub mod faults;
 mod group_commit;

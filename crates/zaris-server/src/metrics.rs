@@ -49,6 +49,9 @@ pub const LEADERSHIP_HANDOVERS: &str = "zaris_leadership_handovers_total";
 /// Elections this node called as the designated follower of a leader silent past its lease
 /// (`prompt_election.rs`).
 pub const ELECTIONS_CALLED: &str = "zaris_elections_called_total";
+/// Silent leaders this node found dead (their peer address refused connections) and dropped its
+/// leader lease on (`dead_leader.rs`).
+pub const LEADERS_FOUND_DEAD: &str = "zaris_leaders_found_dead_total";
 /// Leadership changes seen by this node.
 pub const LEADER_CHANGES: &str = "zaris_raft_leader_changes_total";
 /// Applied requests the state machine rejected (a typed rejection, nothing changed), by `reason`.

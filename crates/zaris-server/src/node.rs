@@ -29,6 +29,7 @@ use crate::auth::Authenticate;
 use crate::clock::{Clock, MonotonicClock};
 use crate::config::NodeConfig;
 use crate::cutoff::{Connections, PeerGuard};
+use crate::dead_leader::DeadLeaderCheck;
 use crate::health::{self, Health};
 use crate::lessor_task::{ExpiryLoop, LessorProgress};
 use crate::locks::LockWaiters;
@@ -80,6 +81,7 @@ pub struct NodeHandle {
     tls_reload: Arc<tokio::sync::Notify>,
     election_timeout: Duration,
     leader_contact: Arc<LeaderContact>,
+    dead_leader: Arc<DeadLeaderCheck>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 }
@@ -270,10 +272,17 @@ impl Node {
         // The Raft service stamps each leader contact; a follower calls the election promptly
         // when the leader falls silent (`prompt_election.rs`).
         let leader_contact = LeaderContact::new();
+        let dead_leader = DeadLeaderCheck::new(
+            raft.clone(),
+            node_id,
+            leader_contact.clone(),
+            Duration::from_millis(config.heartbeat_ms),
+        );
         tracker.spawn(crate::prompt_election::run(
             raft.clone(),
             node_id,
             leader_contact.clone(),
+            dead_leader.clone(),
             Duration::from_millis(config.election_timeout_ms),
             Duration::from_millis((config.heartbeat_ms / 5).max(5)),
             shutdown.clone(),
@@ -290,6 +299,7 @@ impl Node {
                 state.clone(),
                 config.limits.clone(),
                 leader_contact.clone(),
+                dead_leader.clone(),
             ))
             .max_decoding_message_size(MAX_RAFT_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES),
@@ -413,6 +423,7 @@ impl Node {
             tls_reload,
             election_timeout: Duration::from_millis(config.election_timeout_ms),
             leader_contact,
+            dead_leader,
             shutdown,
             tracker,
         };
@@ -621,6 +632,11 @@ impl NodeHandle {
     /// (`prompt_election.rs`).
     pub fn elections_called(&self) -> u64 {
         self.leader_contact.called()
+    }
+
+    /// Silent leaders this node found dead and dropped its lease on (`dead_leader.rs`).
+    pub fn leaders_found_dead(&self) -> u64 {
+        self.dead_leader.found()
     }
 
     pub fn state(&self) -> &StateHandle {

@@ -1,21 +1,27 @@
-//! A prompt election after a leader dies: one follower calls it as soon as the leader's lease on
-//! it has run out, instead of every follower waiting out a random extra half to whole election
-//! timeout.
+//! A prompt election after a leader dies: one follower calls it as soon as it finds the leader
+//! dead, or else as soon as the leader's lease on it has run out, instead of every follower
+//! waiting out a random extra half to whole election timeout.
 //!
 //! openraft lets a follower start an election only once it has heard nothing from the leader for
 //! longer than the leader's lease (`election_timeout_max`), and then only after a random timeout
 //! on top (`election_timeout_min..max`), which keeps two followers from splitting the vote. So a
 //! crashed leader cost 1.5 to 2 election timeouts. Here the voter with the lowest id other than the
-//! leader calls the election (with pre-vote) the moment its own lease view has expired; the other
-//! followers keep their random timers as the fallback, so a designated caller that is itself down
-//! or cut off costs nothing but the old delay.
+//! leader calls the election (with pre-vote):
+//! - after a missed heartbeat, if the leader's peer address refuses connections (its process
+//!   is gone; `dead_leader.rs`): the caller drops its own lease on that leader first, and each
+//!   voter grants only once its own probe agrees;
+//! - otherwise the moment its own lease view has expired.
+//!
+//! The other followers keep their random timers as the fallback, so a designated caller that is
+//! itself down or cut off costs nothing but the old delay.
 //!
 //! Safety is openraft's, unchanged: the call goes through pre-vote, and every voter still refuses
-//! while it has heard from a leader within its lease. A new leader can therefore be elected no
-//! sooner than before (one election timeout after the last heartbeat a majority saw), and the
-//! lease contract's bounds stay as they were: the new leader still extends every lease by one
-//! election timeout before it may expire one. A wrong call (the leader is alive, this follower is
-//! only cut off from it) is refused by the others at the pre-vote and disturbs nobody.
+//! while it has heard from a leader within its lease, unless it found that leader dead itself.
+//! Reads never rest on the leader lease (ReadIndex), and the lease contract's deadlines are
+//! counted from apply time on each node's own clock, so an earlier election moves no deadline
+//! earlier: the new leader still extends every lease by one election timeout before it may
+//! expire one. A wrong call (the leader is alive, this follower is only cut off from it) is
+//! refused by the others at the pre-vote and disturbs nobody.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,6 +33,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use zaris_raft::Raft;
 
+use crate::dead_leader::DeadLeaderCheck;
 use crate::metrics as m;
 
 /// Calls per silence: a pre-vote refused because another voter's lease had a few milliseconds
@@ -67,7 +74,7 @@ impl LeaderContact {
     }
 
     /// (contact mark, silence since it), or None if no leader was ever heard.
-    fn silence(&self, now: Instant) -> Option<(u64, Duration)> {
+    pub(crate) fn silence(&self, now: Instant) -> Option<(u64, Duration)> {
         match self.last_ms.load(Ordering::Relaxed) {
             0 => None,
             mark => {
@@ -111,6 +118,7 @@ pub async fn run(
     raft: Raft,
     me: u64,
     contact: Arc<LeaderContact>,
+    dead: Arc<DeadLeaderCheck>,
     lease: Duration,
     tick: Duration,
     shutdown: CancellationToken,
@@ -119,6 +127,7 @@ pub async fn run(
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut calls: (u64, u32) = (0, 0);
     let mut last_call: Option<Instant> = None;
+    let mut last_probe: Option<Instant> = None;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -132,8 +141,11 @@ pub async fn run(
         }
         // Cheap checks first: the leader (and every node most of the time) stops here, before
         // the metrics are copied.
-        let spaced = last_call.is_none_or(|at| at.elapsed() >= tick * TICKS_BETWEEN_CALLS);
-        if calls.1 >= MAX_CALLS_PER_SILENCE || !past_lease(silence, lease, tick) || !spaced {
+        let spacing = tick * TICKS_BETWEEN_CALLS;
+        let spaced = last_call.is_none_or(|at| at.elapsed() >= spacing);
+        let past = past_lease(silence, lease, tick);
+        let worth_a_probe = silence > dead.probe_after();
+        if calls.1 >= MAX_CALLS_PER_SILENCE || !spaced || !(past || worth_a_probe) {
             continue;
         }
         let view = {
@@ -148,13 +160,25 @@ pub async fn run(
         if !is_designated(&view) {
             continue;
         }
+        if !past {
+            // Within the lease, only a leader found dead is cause for a call. A live but slow
+            // leader is probed again at the calls' pace, not on every tick.
+            if last_probe.is_some_and(|at| at.elapsed() < spacing) {
+                continue;
+            }
+            last_probe = Some(Instant::now());
+            if !dead.release_if_dead(dead.probe_after(), None).await {
+                continue;
+            }
+        }
         calls.1 += 1;
         last_call = Some(Instant::now());
         tracing::info!(
             node_id = me,
             silent_leader = view.leader,
             silence_ms = silence.as_millis() as u64,
-            "the leader has been silent past its lease: calling an election"
+            past_lease = past,
+            "the leader is silent past its lease, or dead: calling an election"
         );
         if raft.trigger().elect(true).await.is_err() {
             return;

@@ -21,6 +21,7 @@ use zaris_proto::v1::raft_service_server::RaftService;
 use zaris_proto::v1::{RaftMessage, RaftSnapshotChunk};
 use zaris_raft::{Raft, Snapshot, SnapshotMeta, StateHandle, Vote};
 
+use crate::dead_leader::DeadLeaderCheck;
 use crate::error::ApiError;
 use crate::network::MAX_RAFT_MESSAGE_BYTES;
 use crate::prompt_election::LeaderContact;
@@ -45,6 +46,8 @@ pub struct RaftPeerService {
     configured: Limits,
     /// When a leader was last heard from, for a prompt election when it falls silent.
     contact: Arc<LeaderContact>,
+    /// Whether a silent leader is dead, asked before this node answers a (pre-)vote.
+    dead_leader: Arc<DeadLeaderCheck>,
 }
 
 impl RaftPeerService {
@@ -55,6 +58,7 @@ impl RaftPeerService {
         state: StateHandle,
         configured: Limits,
         contact: Arc<LeaderContact>,
+        dead_leader: Arc<DeadLeaderCheck>,
     ) -> Self {
         RaftPeerService {
             raft,
@@ -63,6 +67,7 @@ impl RaftPeerService {
             state,
             configured,
             contact,
+            dead_leader,
         }
     }
 
@@ -130,6 +135,16 @@ impl RaftPeerService {
         ))))
     }
 
+    /// Before answering `candidate`'s (pre-)vote: if this node's leader is silent and its peer
+    /// address refuses connections, this node drops its lease on it and may grant. Checked by
+    /// this node itself, so a candidate's word alone unseats nobody.
+    async fn release_if_leader_dead(&self, candidate: u64) {
+        let silence = self.dead_leader.voter_silence();
+        self.dead_leader
+            .release_if_dead(silence, Some(candidate))
+            .await;
+    }
+
     fn check_cluster(&self, cluster_id: u64) -> Result<(), Status> {
         if cluster_id == self.cluster_id {
             return Ok(());
@@ -186,7 +201,9 @@ impl RaftService for RaftPeerService {
     async fn vote(&self, request: Request<RaftMessage>) -> Result<Response<RaftMessage>, Status> {
         let (sent_with, message) = split(request);
         let rpc: openraft::raft::VoteRequest<zaris_raft::TypeConfig> = self.decode(message)?;
-        self.check_sender(&sent_with, *rpc.vote.leader_id().node_id(), false)?;
+        let candidate = *rpc.vote.leader_id().node_id();
+        self.check_sender(&sent_with, candidate, false)?;
+        self.release_if_leader_dead(candidate).await;
         let response = self.raft.vote(rpc).await.map_err(ApiError::raft_stopped)?;
         Ok(self.reply(&response)?)
     }
@@ -197,7 +214,9 @@ impl RaftService for RaftPeerService {
     ) -> Result<Response<RaftMessage>, Status> {
         let (sent_with, message) = split(request);
         let rpc: openraft::raft::VoteRequest<zaris_raft::TypeConfig> = self.decode(message)?;
-        self.check_sender(&sent_with, *rpc.vote.leader_id().node_id(), false)?;
+        let candidate = *rpc.vote.leader_id().node_id();
+        self.check_sender(&sent_with, candidate, false)?;
+        self.release_if_leader_dead(candidate).await;
         let response = self
             .raft
             .pre_vote(rpc)

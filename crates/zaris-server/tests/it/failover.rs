@@ -271,3 +271,100 @@ async fn the_lowest_follower_calls_the_election_when_the_leader_falls_silent() {
         .expect("a write under the new leader");
     cluster.shutdown().await;
 }
+
+/// Timings for the dead-leader tests: a lease (election timeout) long enough that a new leader
+/// elected while it runs can only come from the dead-leader path.
+fn long_lease(config: &mut zaris_server::config::NodeConfig) {
+    config.election_timeout_ms = 8_000;
+    config.heartbeat_ms = 100;
+    config.limits.min_ttl_ms = zaris_core::DurationMs::new(10_000);
+}
+
+/// The leader this node follows, if any.
+fn leader_seen_by(cluster: &TestCluster, id: u64) -> Option<u64> {
+    use openraft::async_runtime::WatchReceiver;
+    cluster
+        .node(id)
+        .raft()
+        .metrics()
+        .borrow_watched()
+        .current_leader
+}
+
+/// A leader whose process is gone (its peer port refuses connections) is replaced as soon as
+/// both followers have probed it, long before its lease on them (8 s here) runs out: each
+/// follower finds it dead on its own probe, and the designated one calls the election.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_leader_is_replaced_before_its_lease_runs_out() {
+    let mut cluster = TestCluster::start_configured(3, long_lease).await;
+    let leader = cluster.leader().await;
+    let followers = cluster.followers(leader);
+    let designated = *followers.iter().min().expect("two followers");
+    let client = cluster.client(&followers).await;
+
+    cluster.stop(leader).await;
+    let stopped = std::time::Instant::now();
+    let new_leader = zaris_testkit::wait::eventually(
+        "a new leader while the old one's lease still runs",
+        Duration::from_secs(4),
+        || {
+            let seen = followers
+                .iter()
+                .filter_map(|id| leader_seen_by(&cluster, *id))
+                .find(|l| *l != leader);
+            async move { seen }
+        },
+    )
+    .await;
+    assert!(
+        stopped.elapsed() < Duration::from_secs(8),
+        "only the dead-leader path can elect before the 8 s lease ends"
+    );
+    assert!(followers.contains(&new_leader));
+    for id in &followers {
+        assert!(
+            cluster.node(*id).leaders_found_dead() >= 1,
+            "node {id} should have found leader {leader} dead on its own probe"
+        );
+    }
+    assert!(cluster.node(designated).elections_called() >= 1);
+    client
+        .put("after/dead-leader", "ok", PutOptions::default())
+        .await
+        .expect("a write under the new leader");
+    cluster.shutdown().await;
+}
+
+/// A leader that is alive but silent (its heartbeats switched off) still accepts connections, so
+/// nobody finds it dead: its lease holds, and no follower calls an election while it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_but_live_leader_keeps_its_lease() {
+    let cluster = TestCluster::start_configured(3, long_lease).await;
+    let leader = cluster.leader().await;
+    let followers = cluster.followers(leader);
+    cluster
+        .node(leader)
+        .raft()
+        .runtime_config()
+        .heartbeat(false);
+
+    // Ten heartbeats of silence: five times what triggers a probe, well inside the 8 s lease.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for id in &followers {
+        assert_eq!(
+            cluster.node(*id).leaders_found_dead(),
+            0,
+            "node {id} found a live leader dead"
+        );
+        assert_eq!(cluster.node(*id).elections_called(), 0);
+        assert_eq!(leader_seen_by(&cluster, *id), Some(leader));
+    }
+    cluster.node(leader).raft().runtime_config().heartbeat(true);
+    let client = cluster.client(&followers).await;
+    client
+        .put("after/silence", "ok", PutOptions::default())
+        .await
+        .expect("a write under the same leader");
+    assert_eq!(cluster.leader().await, leader);
+    cluster.shutdown().await;
+}
