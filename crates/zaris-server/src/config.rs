@@ -26,6 +26,8 @@ pub const DEFAULT_EXPIRE_BATCH: usize = 1_000;
 pub const DEFAULT_RENEW_INFLIGHT: usize = 4;
 /// Most batches of client writes proposed at once (group commit pipelining, `batch.rs`).
 pub const DEFAULT_WRITE_INFLIGHT: usize = 4;
+/// Most batches of either kind a node may be configured to have in flight.
+pub const MAX_INFLIGHT: usize = 64;
 /// How long a proposal may take before the client is told the outcome is unknown, in ms.
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 5_000;
 /// Longest a Lock call waits for a queued lock, in ms.
@@ -210,12 +212,14 @@ impl NodeConfig {
             "snapshot entries must be at least 1"
         );
         ensure!(
-            self.renew_inflight >= 1,
-            "renew pipelining must be at least 1"
+            (1..=MAX_INFLIGHT).contains(&self.renew_inflight),
+            "renew pipelining (--renew-inflight) must be 1 to {MAX_INFLIGHT}, not {}",
+            self.renew_inflight
         );
         ensure!(
-            self.write_inflight >= 1,
-            "write pipelining must be at least 1"
+            (1..=MAX_INFLIGHT).contains(&self.write_inflight),
+            "write pipelining (--write-inflight) must be 1 to {MAX_INFLIGHT}, not {}",
+            self.write_inflight
         );
         ensure!(
             self.lessor.revoke_rate_per_s >= 1,

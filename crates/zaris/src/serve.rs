@@ -80,6 +80,15 @@ pub struct ServeArgs {
     /// Take a snapshot and compact the log every this many entries. Default 50000.
     #[arg(long, env = "ZARIS_SNAPSHOT_ENTRIES")]
     snapshot_entries: Option<u64>,
+    /// Most batches of client writes this node has in Raft at once while it leads (group
+    /// commit: while all are in flight, requests queue and the next batch takes them together).
+    /// Default 4, at most 64.
+    #[arg(long, env = "ZARIS_WRITE_INFLIGHT")]
+    write_inflight: Option<usize>,
+    /// Most keepalive batches (Renew entries) this node has in Raft at once while it leads.
+    /// Default 4, at most 64.
+    #[arg(long, env = "ZARIS_RENEW_INFLIGHT")]
+    renew_inflight: Option<usize>,
     /// On a new cluster's first start, wait this long for the initial members' names to
     /// resolve before giving up, ms. Default 60000.
     #[arg(long, env = "ZARIS_RESOLVE_TIMEOUT_MS")]
@@ -133,6 +142,8 @@ struct FileConfig {
     max_state_bytes: Option<u64>,
     cluster_name: Option<String>,
     snapshot_entries: Option<u64>,
+    write_inflight: Option<usize>,
+    renew_inflight: Option<usize>,
     resolve_timeout_ms: Option<u64>,
     ready_file: Option<PathBuf>,
     tls_cert: Option<PathBuf>,
@@ -264,6 +275,12 @@ pub(crate) fn build_config(args: &ServeArgs) -> anyhow::Result<(NodeConfig, Opti
     }
     if let Some(entries) = args.snapshot_entries.or(file.snapshot_entries) {
         config.snapshot_entries = entries;
+    }
+    if let Some(batches) = args.write_inflight.or(file.write_inflight) {
+        config.write_inflight = batches;
+    }
+    if let Some(batches) = args.renew_inflight.or(file.renew_inflight) {
+        config.renew_inflight = batches;
     }
     if let Some(ms) = args.resolve_timeout_ms.or(file.resolve_timeout_ms) {
         config.resolve_timeout_ms = ms;
@@ -456,16 +473,18 @@ mod tests {
         let file = dir.path().join("zaris.toml");
         std::fs::write(
             &file,
-            "node_id = 3\nelection_timeout_ms = 600\nheartbeat_ms = 50\nmin_ttl_ms = 1000\nsnapshot_entries = 70\n",
+            "node_id = 3\nelection_timeout_ms = 600\nheartbeat_ms = 50\nmin_ttl_ms = 1000\nsnapshot_entries = 70\nwrite_inflight = 2\n",
         )
         .expect("write");
         let args = ServeArgs {
             config: Some(file),
             heartbeat_ms: Some(40),
+            renew_inflight: Some(8),
             ..ServeArgs::default()
         };
         let (config, _) = build_config(&args).expect("config");
         assert_eq!(config.snapshot_entries, 70);
+        assert_eq!((config.write_inflight, config.renew_inflight), (2, 8));
         assert_eq!(config.node_id, 3);
         assert_eq!(config.election_timeout_ms, 600);
         assert_eq!(config.heartbeat_ms, 40);
@@ -523,5 +542,17 @@ mod tests {
         };
         let error = build_config(&args).expect_err("no snapshot interval");
         assert!(error.to_string().contains("snapshot entries"));
+        for (write, renew) in [(Some(0), None), (None, Some(65))] {
+            let args = ServeArgs {
+                write_inflight: write,
+                renew_inflight: renew,
+                ..ServeArgs::default()
+            };
+            let error = build_config(&args).expect_err("pipelining out of range");
+            assert!(
+                error.to_string().contains("-inflight) must be 1 to 64"),
+                "{error}"
+            );
+        }
     }
 }
