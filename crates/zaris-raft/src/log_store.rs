@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 use zaris_core::codec;
 
-use crate::disk_sync::{DiskSync, flush_durably, sync_off_thread};
+use crate::disk_sync::{DiskSync, flush_durably};
 use crate::io_err;
 use crate::types::{Entry, LogId, TypeConfig, Vote};
 
@@ -91,26 +91,46 @@ async fn purge_loop(log: sled::Tree, mut through: watch::Receiver<Option<u64>>) 
 /// Appends waiting for their fsync; bounds the entries openraft can have in flight here.
 const PENDING_FLUSHES: usize = 1_024;
 
-/// Group commit at the disk, in two stages that overlap. Here, sled's flush writes out every
-/// append that arrived while the previous flush ran; [`sync_loop`] then fsyncs what the flushes
-/// wrote (`disk_sync`), once for every flushed batch that waited for it. So sled's flush of the
-/// next batch runs while the previous batch's fsync does, instead of after it. Each append's
-/// callback fires only after an fsync that started after its flush ended. The tasks end when the
-/// last handle to the log is dropped.
-async fn flush_loop(
+/// Group commit at the disk, in two stages that overlap, each on a thread of its own. The first
+/// has sled write out every append that arrived while its previous flush ran; the second then
+/// fsyncs what the flushes wrote (`disk_sync`), once for every flushed batch that waited for it.
+/// So sled's flush of the next batch runs while the previous batch's fsync does, instead of
+/// after it. Each append's callback fires only after an fsync that started after its flush
+/// ended. The threads end when the last handle to the log is dropped.
+///
+/// Plain threads, not tasks: with sled's `flush_async` (a hop to sled's thread pool and back)
+/// and a blocking task for the fsync, one append woke six threads or tasks on its way to the
+/// disk and back, and on this path most of a node's CPU went to waking and switching threads
+/// (perf: a third of the samples in `finish_task_switch`). Now an append wakes the flusher, the
+/// flusher the syncer, and the syncer openraft.
+fn start_flusher(
     db: Weak<sled::Db>,
     disk: Arc<DiskSync>,
+    pending: mpsc::Receiver<IOFlushed<TypeConfig>>,
+) -> io::Result<()> {
+    let (flushed, to_sync) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("zaris-log-sync".into())
+        .spawn(move || sync_loop(&disk, &to_sync))?;
+    std::thread::Builder::new()
+        .name("zaris-log-flush".into())
+        .spawn(move || flush_loop(&db, pending, &flushed))?;
+    Ok(())
+}
+
+/// The first stage of [`start_flusher`]: sled's flush (its write and `sync_file_range`).
+fn flush_loop(
+    db: &Weak<sled::Db>,
     mut pending: mpsc::Receiver<IOFlushed<TypeConfig>>,
+    flushed: &std::sync::mpsc::Sender<Vec<IOFlushed<TypeConfig>>>,
 ) {
-    let (flushed, to_sync) = mpsc::unbounded_channel();
-    tokio::spawn(sync_loop(disk, to_sync));
-    while let Some(first) = pending.recv().await {
+    while let Some(first) = pending.blocking_recv() {
         let mut callbacks = vec![first];
         while let Ok(next) = pending.try_recv() {
             callbacks.push(next);
         }
         let written = match db.upgrade() {
-            Some(db) => db.flush_async().await.map_err(|e| io_err("fsync", e)),
+            Some(db) => db.flush().map_err(|e| io_err("fsync", e)),
             None => Err(io_err("fsync", "log closed before fsync")),
         };
         match written {
@@ -124,16 +144,14 @@ async fn flush_loop(
     }
 }
 
-/// The second stage of [`flush_loop`]: one fsync for all the batches sled has flushed meanwhile.
-async fn sync_loop(
-    disk: Arc<DiskSync>,
-    mut flushed: mpsc::UnboundedReceiver<Vec<IOFlushed<TypeConfig>>>,
-) {
-    while let Some(mut callbacks) = flushed.recv().await {
+/// The second stage of [`start_flusher`]: one fsync for all the batches sled has flushed
+/// meanwhile.
+fn sync_loop(disk: &DiskSync, flushed: &std::sync::mpsc::Receiver<Vec<IOFlushed<TypeConfig>>>) {
+    while let Ok(mut callbacks) = flushed.recv() {
         while let Ok(more) = flushed.try_recv() {
             callbacks.extend(more);
         }
-        complete(callbacks, &sync_off_thread(&disk).await);
+        complete(callbacks, &disk.sync());
     }
 }
 
@@ -162,7 +180,7 @@ impl LogStore {
             .map_err(|e| io_err("open meta tree", e))?;
         let db = Arc::new(db);
         let (flusher, pending) = mpsc::channel(PENDING_FLUSHES);
-        tokio::spawn(flush_loop(Arc::downgrade(&db), disk.clone(), pending));
+        start_flusher(Arc::downgrade(&db), disk.clone(), pending)?;
         let (purge_through, through) = watch::channel(None);
         tokio::spawn(purge_loop(log.clone(), through));
         let store = LogStore {
