@@ -368,3 +368,112 @@ async fn a_silent_but_live_leader_keeps_its_lease() {
     assert_eq!(cluster.leader().await, leader);
     cluster.shutdown().await;
 }
+
+/// Five members, the leader and the designated election caller (the lowest id left) both gone
+/// at once: nobody calls the prompt election, and the other three fall back to openraft's own
+/// election timers (the fallback the dead-leader path must not break). Writes go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_leader_and_a_dead_designated_caller_are_still_replaced() {
+    let mut cluster = TestCluster::start(5).await;
+    let leader = cluster.leader().await;
+    let designated = *cluster
+        .followers(leader)
+        .iter()
+        .min()
+        .expect("four followers");
+    cluster.stop(designated).await;
+    cluster.stop(leader).await;
+    let survivors = cluster.running();
+    let new_leader = cluster.leader().await;
+    assert!(
+        survivors.contains(&new_leader),
+        "{new_leader} of {survivors:?}"
+    );
+    let client = cluster.client(&survivors).await;
+    client
+        .put("after/two-down", "ok", PutOptions::default())
+        .await
+        .expect("a write under the new leader");
+    cluster.shutdown().await;
+}
+
+/// A leader stopped and restarted at once, on the same ports, before anyone noticed it gone
+/// (it may come back in the term it led, openraft resuming its committed vote): a lease it was
+/// keeping is neither expired early (its key is there until the TTL has passed) nor kept
+/// forever (nobody renews it, and it expires within the restart bound: restart + TTL +
+/// election timeout, plus scheduling margin).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_restarted_at_once_neither_expires_early_nor_forgets_to_expire() {
+    use openraft::async_runtime::WatchReceiver;
+    let ttl = Duration::from_secs(3);
+    let mut cluster = TestCluster::start(3).await;
+    let leader = cluster.leader().await;
+    let client = cluster.client(&cluster.running()).await;
+    let sent = std::time::Instant::now();
+    let lease = client.grant(ttl).await.expect("grant");
+    client
+        .put(
+            "abandoned/key",
+            "v",
+            PutOptions {
+                lease: Some(lease.id),
+                ..PutOptions::default()
+            },
+        )
+        .await
+        .expect("put");
+    let term_before = cluster
+        .node(leader)
+        .raft()
+        .metrics()
+        .borrow_watched()
+        .current_term;
+
+    cluster.stop(leader).await;
+    cluster.restart(leader).await;
+    let new_leader = cluster.leader().await;
+    let term_after = cluster
+        .node(new_leader)
+        .raft()
+        .metrics()
+        .borrow_watched()
+        .current_term;
+    eprintln!(
+        "leader {leader} (term {term_before}) restarted; leader now {new_leader} (term {term_after})"
+    );
+
+    // Never early: read until shortly before the TTL has passed since the grant was sent.
+    let mut reads = 0;
+    while sent.elapsed() + Duration::from_millis(150) < ttl {
+        let read_at = sent.elapsed();
+        let present = client.get("abandoned/key").await.expect("get").is_some();
+        if read_at + Duration::from_millis(150) < ttl {
+            assert!(
+                present,
+                "the key went {read_at:?} after the grant, TTL {ttl:?}"
+            );
+            reads += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        reads > 0,
+        "the restart took the whole TTL: nothing was checked"
+    );
+    zaris_testkit::wait::eventually(
+        "the abandoned lease's key to go",
+        ttl + Duration::from_millis(zaris_testkit::cluster::ELECTION_TIMEOUT_MS) * 2
+            + Duration::from_secs(5),
+        || {
+            let client = client.clone();
+            async move {
+                match client.get("abandoned/key").await {
+                    Ok(None) => Some(()),
+                    _ => None,
+                }
+            }
+        },
+    )
+    .await;
+    cluster.shutdown().await;
+}
