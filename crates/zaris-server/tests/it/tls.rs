@@ -668,3 +668,46 @@ async fn a_flood_of_idle_connections_from_one_address_does_not_keep_others_out()
     drop(flood);
     cluster.shutdown().await;
 }
+
+/// With mutual TLS on the peer links, a dead leader is still found dead (the probe is a bare TCP
+/// connection, below TLS) and replaced long before its 8 s lease on the followers runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_leader_is_found_dead_over_tls_peer_links_too() {
+    use openraft::async_runtime::WatchReceiver;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certs = Certs::new(dir.path());
+    let tls = certs.configure();
+    let mut cluster = TestCluster::start_configured(3, move |config| {
+        tls(config);
+        config.election_timeout_ms = 8_000;
+        config.heartbeat_ms = 100;
+        config.limits.min_ttl_ms = zaris_core::DurationMs::new(10_000);
+    })
+    .await;
+    let leader = cluster.leader().await;
+    let followers = cluster.followers(leader);
+    cluster.stop(leader).await;
+    eventually(
+        "a new leader while the old one's 8 s lease still runs",
+        Duration::from_secs(4),
+        || {
+            let seen = followers
+                .iter()
+                .filter_map(|id| {
+                    cluster
+                        .node(*id)
+                        .raft()
+                        .metrics()
+                        .borrow_watched()
+                        .current_leader
+                })
+                .find(|l| *l != leader);
+            async move { seen }
+        },
+    )
+    .await;
+    for id in &followers {
+        assert!(cluster.node(*id).leaders_found_dead() >= 1, "node {id}");
+    }
+    cluster.shutdown().await;
+}
