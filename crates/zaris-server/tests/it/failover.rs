@@ -265,8 +265,14 @@ async fn the_lowest_follower_calls_the_election_when_the_leader_falls_silent() {
         "node {other} is not the designated caller"
     );
     let client = cluster.client(&cluster.running()).await;
+    writes_go_on(cluster, &client, "after/failover").await;
+}
+
+/// A write through `client` is acknowledged under whichever leader the cluster has now; then
+/// the cluster stops.
+async fn writes_go_on(cluster: TestCluster, client: &zaris_client::Client, key: &str) {
     client
-        .put("after/failover", "ok", PutOptions::default())
+        .put(key, "ok", PutOptions::default())
         .await
         .expect("a write under the new leader");
     cluster.shutdown().await;
@@ -328,11 +334,7 @@ async fn a_dead_leader_is_replaced_before_its_lease_runs_out() {
         );
     }
     assert!(cluster.node(designated).elections_called() >= 1);
-    client
-        .put("after/dead-leader", "ok", PutOptions::default())
-        .await
-        .expect("a write under the new leader");
-    cluster.shutdown().await;
+    writes_go_on(cluster, &client, "after/dead-leader").await;
 }
 
 /// A leader that is alive but silent (its heartbeats switched off) still accepts connections, so
@@ -390,11 +392,7 @@ async fn a_dead_leader_and_a_dead_designated_caller_are_still_replaced() {
         "{new_leader} of {survivors:?}"
     );
     let client = cluster.client(&survivors).await;
-    client
-        .put("after/two-down", "ok", PutOptions::default())
-        .await
-        .expect("a write under the new leader");
-    cluster.shutdown().await;
+    writes_go_on(cluster, &client, "after/two-down").await;
 }
 
 /// A leader stopped and restarted at once, on the same ports, before anyone noticed it gone
