@@ -85,20 +85,15 @@ fn sync_new_blobs(dir: &Path, synced: &mut HashSet<std::ffi::OsString>) -> io::R
     Ok(newly)
 }
 
-/// [`DiskSync::sync`] on a blocking thread.
-pub(crate) async fn sync_off_thread(disk: &Arc<DiskSync>) -> io::Result<()> {
+/// sled's flush, then ours ([`DiskSync::sync`], on a blocking thread): when this returns Ok,
+/// everything written to `db` before the call is on stable storage.
+pub(crate) async fn flush_durably(db: &sled::Db, disk: &Arc<DiskSync>) -> io::Result<()> {
+    db.flush_async().await.map_err(|e| io_err("fsync", e))?;
     let disk = disk.clone();
     tokio::task::spawn_blocking(move || disk.sync())
         .await
         .map_err(|e| io_err("fsync", e))?
         .map_err(|e| io_err("fsync", e))
-}
-
-/// sled's flush, then ours ([`DiskSync::sync`]): when this returns Ok, everything written to
-/// `db` before the call is on stable storage.
-pub(crate) async fn flush_durably(db: &sled::Db, disk: &Arc<DiskSync>) -> io::Result<()> {
-    db.flush_async().await.map_err(|e| io_err("fsync", e))?;
-    sync_off_thread(disk).await
 }
 
 #[cfg(test)]

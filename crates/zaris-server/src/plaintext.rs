@@ -72,17 +72,29 @@ fn classify(first: &[u8]) -> Option<Opening> {
     }
 }
 
-/// Answers and closes a plaintext connection; returns whether it did. Anything else (a TLS
-/// handshake, or bytes that are neither) is left unread for the TLS acceptor, which refuses
-/// what is not TLS in its own way. The caller bounds the wait for the first bytes.
-pub async fn refuse(socket: &mut TcpStream, listener: &str) -> bool {
+/// What [`refuse`] made of a connection's first bytes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Greeting {
+    /// Closed before its first byte: a TCP probe (a follower checking whether a silent leader
+    /// still listens, `dead_leader.rs`; a load balancer's health check), not a failed handshake.
+    Closed,
+    /// A plaintext client, answered in its own protocol and closed.
+    Refused,
+    /// Left unread for the TLS acceptor: a TLS handshake, or bytes that are neither (the
+    /// acceptor refuses what is not TLS in its own way), or a connection that failed.
+    Other,
+}
+
+/// Answers and closes a plaintext connection (see [`Greeting`]). The caller bounds the wait for
+/// the first bytes.
+pub async fn refuse(socket: &mut TcpStream, listener: &str) -> Greeting {
     let mut first = [0u8; 4];
     let opening = loop {
         let Ok(n) = socket.peek(&mut first).await else {
-            return false;
+            return Greeting::Other;
         };
         if n == 0 {
-            return false;
+            return Greeting::Closed;
         }
         if let Some(opening) = classify(&first[..n]) {
             break opening;
@@ -91,7 +103,7 @@ pub async fn refuse(socket: &mut TcpStream, listener: &str) -> bool {
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
     let answer = match opening {
-        Opening::Tls => return false,
+        Opening::Tls => return Greeting::Other,
         Opening::Http2 => {
             // Answered once the client has opened its first stream: a GOAWAY before that can
             // find the request still queued in the client, which then only learns "connection
@@ -114,7 +126,7 @@ pub async fn refuse(socket: &mut TcpStream, listener: &str) -> bool {
         })
         .await;
     }
-    true
+    Greeting::Refused
 }
 
 fn message(listener: &str) -> String {
@@ -157,6 +169,27 @@ fn http1_bad_request(listener: &str) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A connection closed before its first byte is a probe; a plaintext request is refused;
+    /// a TLS handshake is left for the acceptor.
+    #[tokio::test]
+    async fn a_connection_closed_before_its_first_byte_is_a_probe() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        for (sent, expected) in [
+            (&b""[..], Greeting::Closed),
+            (&b"GET / HTTP/1.1\r\n\r\n"[..], Greeting::Refused),
+            (&[0x16, 0x03, 0x01, 0x00][..], Greeting::Other),
+        ] {
+            let mut client = TcpStream::connect(addr).await.expect("connect");
+            client.write_all(sent).await.expect("write");
+            client.shutdown().await.expect("shutdown");
+            let (mut accepted, _) = listener.accept().await.expect("accept");
+            assert_eq!(refuse(&mut accepted, "client").await, expected, "{sent:?}");
+        }
+    }
 
     #[test]
     fn openings_are_told_apart() {

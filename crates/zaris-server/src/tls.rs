@@ -512,14 +512,16 @@ where
                 let acceptor = TlsAcceptor::from(source.server_config());
                 let mut socket = socket;
                 let handshake = async {
-                    if closed_unused(&socket).await {
-                        return Ok(None);
-                    }
-                    if crate::plaintext::refuse(&mut socket, source.listener).await {
-                        return Err(io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            "a plaintext client (answered in plaintext that TLS is required)",
-                        ));
+                    use crate::plaintext::{Greeting, refuse};
+                    match refuse(&mut socket, source.listener).await {
+                        Greeting::Closed => return Ok(None),
+                        Greeting::Refused => {
+                            return Err(io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                "a plaintext client (answered in plaintext that TLS is required)",
+                            ));
+                        }
+                        Greeting::Other => {}
                     }
                     acceptor.accept(wrap(socket, remote)).await.map(Some)
                 };
@@ -541,14 +543,6 @@ where
 struct HandshakeLog {
     last: Option<tokio::time::Instant>,
     suppressed: u64,
-}
-
-/// Whether the peer closed the connection before sending a byte: a TCP probe (a follower
-/// checking whether a silent leader still listens, `dead_leader.rs`; a load balancer's health
-/// check), not a failed handshake, so neither logged nor counted as one.
-async fn closed_unused(socket: &tokio::net::TcpStream) -> bool {
-    let mut first = [0u8; 1];
-    matches!(socket.peek(&mut first).await, Ok(0))
 }
 
 fn handshake_failed(
@@ -576,33 +570,4 @@ fn handshake_failed(
         "TLS handshake failed: {error} (plaintext, a certificate from another CA, or none where \
          one is required; {suppressed} more since the last report)"
     );
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A connection closed before its first byte is a probe; one that sends anything is a
-    /// client whose handshake counts.
-    #[tokio::test]
-    async fn a_connection_closed_before_its_first_byte_is_a_probe() {
-        use tokio::io::AsyncWriteExt;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-
-        drop(tokio::net::TcpStream::connect(addr).await.expect("connect"));
-        let (probe, _) = listener.accept().await.expect("accept");
-        assert!(closed_unused(&probe).await);
-
-        let mut client = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        client
-            .write_all(b"GET / HTTP/1.1\r\n")
-            .await
-            .expect("write");
-        drop(client);
-        let (speaker, _) = listener.accept().await.expect("accept");
-        assert!(!closed_unused(&speaker).await);
-    }
 }

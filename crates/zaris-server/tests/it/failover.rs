@@ -287,7 +287,7 @@ fn long_lease(config: &mut zaris_server::config::NodeConfig) {
 }
 
 /// The leader this node follows, if any.
-fn leader_seen_by(cluster: &TestCluster, id: u64) -> Option<u64> {
+pub(crate) fn leader_seen_by(cluster: &TestCluster, id: u64) -> Option<u64> {
     use openraft::async_runtime::WatchReceiver;
     cluster
         .node(id)
@@ -295,6 +295,24 @@ fn leader_seen_by(cluster: &TestCluster, id: u64) -> Option<u64> {
         .metrics()
         .borrow_watched()
         .current_leader
+}
+
+/// Waits up to `within` for one of `followers` to follow a leader other than `old`, and
+/// returns that leader.
+pub(crate) async fn new_leader_among(
+    cluster: &TestCluster,
+    followers: &[u64],
+    old: u64,
+    within: Duration,
+) -> u64 {
+    zaris_testkit::wait::eventually("a new leader", within, || {
+        let seen = followers
+            .iter()
+            .filter_map(|id| leader_seen_by(cluster, *id))
+            .find(|l| *l != old);
+        async move { seen }
+    })
+    .await
 }
 
 /// A leader whose process is gone (its peer port refuses connections) is replaced as soon as
@@ -310,18 +328,7 @@ async fn a_dead_leader_is_replaced_before_its_lease_runs_out() {
 
     cluster.stop(leader).await;
     let stopped = std::time::Instant::now();
-    let new_leader = zaris_testkit::wait::eventually(
-        "a new leader while the old one's lease still runs",
-        Duration::from_secs(4),
-        || {
-            let seen = followers
-                .iter()
-                .filter_map(|id| leader_seen_by(&cluster, *id))
-                .find(|l| *l != leader);
-            async move { seen }
-        },
-    )
-    .await;
+    let new_leader = new_leader_among(&cluster, &followers, leader, Duration::from_secs(4)).await;
     assert!(
         stopped.elapsed() < Duration::from_secs(8),
         "only the dead-leader path can elect before the 8 s lease ends"

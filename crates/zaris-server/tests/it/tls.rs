@@ -673,7 +673,6 @@ async fn a_flood_of_idle_connections_from_one_address_does_not_keep_others_out()
 /// connection, below TLS) and replaced long before its 8 s lease on the followers runs out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_leader_is_found_dead_over_tls_peer_links_too() {
-    use openraft::async_runtime::WatchReceiver;
     let dir = tempfile::tempdir().expect("tempdir");
     let certs = Certs::new(dir.path());
     let tls = certs.configure();
@@ -687,25 +686,7 @@ async fn a_dead_leader_is_found_dead_over_tls_peer_links_too() {
     let leader = cluster.leader().await;
     let followers = cluster.followers(leader);
     cluster.stop(leader).await;
-    eventually(
-        "a new leader while the old one's 8 s lease still runs",
-        Duration::from_secs(4),
-        || {
-            let seen = followers
-                .iter()
-                .filter_map(|id| {
-                    cluster
-                        .node(*id)
-                        .raft()
-                        .metrics()
-                        .borrow_watched()
-                        .current_leader
-                })
-                .find(|l| *l != leader);
-            async move { seen }
-        },
-    )
-    .await;
+    crate::failover::new_leader_among(&cluster, &followers, leader, Duration::from_secs(4)).await;
     for id in &followers {
         assert!(cluster.node(*id).leaders_found_dead() >= 1, "node {id}");
     }
