@@ -71,6 +71,10 @@ pub(crate) struct Args {
     /// cluster (Debian's etcd-server, installed with apt-get if missing) and print one table.
     #[arg(long, value_parser = ["etcd"])]
     compare: Option<String>,
+    /// The --compare workloads to run, comma-separated (default: all of them). `populate` also
+    /// measures memory.
+    #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(compare::COMPARE_WORKLOADS), default_values_t = compare::COMPARE_WORKLOADS.iter().map(|w| w.to_string()))]
+    workloads: Vec<String>,
     /// The etcd binary for --compare (default: Debian's /usr/bin/etcd).
     #[arg(long)]
     etcd: Option<PathBuf>,

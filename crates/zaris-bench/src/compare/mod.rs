@@ -25,6 +25,18 @@ use crate::load::{CALL_TIMEOUT, Sample, closed_loop};
 
 /// Leases granted with this TTL outlive every workload.
 const TTL: Duration = Duration::from_secs(600);
+/// The workloads `--compare` runs unless `--workloads` names fewer.
+pub(crate) const COMPARE_WORKLOADS: &[&str] = &[
+    "put1",
+    "put16",
+    "grant16",
+    "keepalive8x64",
+    "keepalive64x1",
+    "lock4",
+    "lock16",
+    "populate",
+    "failover",
+];
 /// Workers of the populate phase.
 const POPULATE_WORKERS: usize = 32;
 
@@ -53,71 +65,88 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
         etcd_bin.display(),
         args.seconds
     );
+    let wants = |key: &str| args.workloads.iter().any(|w| w == key);
     let mut rows = Vec::new();
     let result = async {
-        rows.push(throughput_row(
-            "put with lease, 1 client",
-            "≥ 2",
-            puts(&z, 1, seconds).await?,
-            puts(&e, 1, seconds).await?,
-        ));
-        rows.push(throughput_row(
-            "put with lease, 16 clients",
-            "≥ 3",
-            puts(&z, 16, seconds).await?,
-            puts(&e, 16, seconds).await?,
-        ));
-        rows.push(throughput_row(
-            "lease grant, 16 clients",
-            "≥ 3",
-            grants(&z, 16, seconds).await?,
-            grants(&e, 16, seconds).await?,
-        ));
-        rows.push(throughput_row(
-            "keepalive, 8 streams × 64 in flight",
-            "≥ 1",
-            keepalives(&z, 8, 64, seconds).await?,
-            keepalives(&e, 8, 64, seconds).await?,
-        ));
-        rows.push(throughput_row(
-            "keepalive, 64 streams × 1 in flight",
-            "≥ 1.5",
-            keepalives(&z, 64, 1, seconds).await?,
-            keepalives(&e, 64, 1, seconds).await?,
-        ));
-        rows.push(throughput_row(
-            "lock + unlock, 4 clients / 4 locks",
-            "≥ 2",
-            locks(&z, 4, 4, seconds).await?,
-            locks(&e, 4, 4, seconds).await?,
-        ));
-        rows.push(throughput_row(
-            "lock + unlock, 16 clients / 4 locks",
-            "keep ≈ 7",
-            locks(&z, 16, 4, seconds).await?,
-            locks(&e, 16, 4, seconds).await?,
-        ));
-        let count = args.compare_leases;
-        let zp = populate(&z, count).await?;
-        let ep = populate(&e, count).await?;
-        rows.push(throughput_row(
-            &format!("populate {count} leases with a key each"),
-            "≥ 3",
-            zp,
-            ep,
-        ));
-        let (zr, er) = (
-            max_rss_mib(&zaris_cluster.pids()),
-            max_rss_mib(&etcd_cluster.pids()),
-        );
-        rows.push(Row {
-            workload: format!("RSS of the largest node with {count} leases + keys"),
-            zaris: zr,
-            etcd: er,
-            unit: "MiB",
-            target: "≤ 0.5",
-            detail: String::new(),
-        });
+        if wants("put1") {
+            rows.push(throughput_row(
+                "put with lease, 1 client",
+                "≥ 2",
+                puts(&z, 1, seconds).await?,
+                puts(&e, 1, seconds).await?,
+            ));
+        }
+        if wants("put16") {
+            rows.push(throughput_row(
+                "put with lease, 16 clients",
+                "≥ 3",
+                puts(&z, 16, seconds).await?,
+                puts(&e, 16, seconds).await?,
+            ));
+        }
+        if wants("grant16") {
+            rows.push(throughput_row(
+                "lease grant, 16 clients",
+                "≥ 3",
+                grants(&z, 16, seconds).await?,
+                grants(&e, 16, seconds).await?,
+            ));
+        }
+        if wants("keepalive8x64") {
+            rows.push(throughput_row(
+                "keepalive, 8 streams × 64 in flight",
+                "≥ 1",
+                keepalives(&z, 8, 64, seconds).await?,
+                keepalives(&e, 8, 64, seconds).await?,
+            ));
+        }
+        if wants("keepalive64x1") {
+            rows.push(throughput_row(
+                "keepalive, 64 streams × 1 in flight",
+                "≥ 1.5",
+                keepalives(&z, 64, 1, seconds).await?,
+                keepalives(&e, 64, 1, seconds).await?,
+            ));
+        }
+        if wants("lock4") {
+            rows.push(throughput_row(
+                "lock + unlock, 4 clients / 4 locks",
+                "≥ 2",
+                locks(&z, 4, 4, seconds).await?,
+                locks(&e, 4, 4, seconds).await?,
+            ));
+        }
+        if wants("lock16") {
+            rows.push(throughput_row(
+                "lock + unlock, 16 clients / 4 locks",
+                "keep ≈ 7",
+                locks(&z, 16, 4, seconds).await?,
+                locks(&e, 16, 4, seconds).await?,
+            ));
+        }
+        if wants("populate") {
+            let count = args.compare_leases;
+            let zp = populate(&z, count).await?;
+            let ep = populate(&e, count).await?;
+            rows.push(throughput_row(
+                &format!("populate {count} leases with a key each"),
+                "≥ 3",
+                zp,
+                ep,
+            ));
+            let (zr, er) = (
+                max_rss_mib(&zaris_cluster.pids()),
+                max_rss_mib(&etcd_cluster.pids()),
+            );
+            rows.push(Row {
+                workload: format!("RSS of the largest node with {count} leases + keys"),
+                zaris: zr,
+                etcd: er,
+                unit: "MiB",
+                target: "≤ 0.5",
+                detail: String::new(),
+            });
+        }
         anyhow::Ok(())
     }
     .await;
@@ -125,19 +154,21 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
     etcd_cluster.stop().await;
     result?;
 
-    let (zf, ef) = failovers(args, &etcd_bin, root.path()).await?;
-    rows.push(Row {
-        workload: "failover: kill -9 of the leader → first write (median)".into(),
-        zaris: zf.percentile(0.5).as_secs_f64() * 1e3,
-        etcd: ef.percentile(0.5).as_secs_f64() * 1e3,
-        unit: "ms",
-        target: "zaris ≤ 500 ms",
-        detail: format!(
-            "runs: zaris {} ms; etcd {} ms",
-            millis_list(&zf.latencies),
-            millis_list(&ef.latencies)
-        ),
-    });
+    if wants("failover") {
+        let (zf, ef) = failovers(args, &etcd_bin, root.path()).await?;
+        rows.push(Row {
+            workload: "failover: kill -9 of the leader → first write (median)".into(),
+            zaris: zf.percentile(0.5).as_secs_f64() * 1e3,
+            etcd: ef.percentile(0.5).as_secs_f64() * 1e3,
+            unit: "ms",
+            target: "zaris ≤ 500 ms",
+            detail: format!(
+                "runs: zaris {} ms; etcd {} ms",
+                millis_list(&zf.latencies),
+                millis_list(&ef.latencies)
+            ),
+        });
+    }
     print_table(&rows);
     Ok(())
 }
