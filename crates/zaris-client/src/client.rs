@@ -245,7 +245,8 @@ reissue!(
     with_id: pb::PutRequest, pb::DeleteRangeRequest, pb::TxnRequest, pb::LeaseGrantRequest,
         pb::LeaseRevokeRequest, pb::UnlockRequest;
     without: pb::RangeRequest, pb::LeaseKeepAliveRequest, pb::LeaseTimeToLiveRequest,
-        pb::LeaseListRequest, pb::LockRequest, pb::LockStatusRequest, pb::StatusRequest,
+        pb::LeaseListRequest, pb::LockRequest, pb::LockStatusRequest, pb::LockListRequest,
+        pb::StatusRequest,
         pb::MemberListRequest, pb::MemberAddRequest, pb::MemberPromoteRequest,
         pb::MemberRemoveRequest, pb::SnapshotRequest, pb::WhoAmIRequest, pb::AuthStatusRequest,
         pb::AuthChangeRequest,
@@ -280,6 +281,7 @@ has_header!(
     pb::LockResponse,
     pb::UnlockResponse,
     pb::LockStatusResponse,
+    pb::LockListResponse,
     pb::StatusResponse,
     pb::MemberListResponse,
     pb::MemberAddResponse,

@@ -123,6 +123,10 @@ pub struct LeaseSummary {
     pub key_count: u64,
     /// Locks it holds.
     pub lock_count: u64,
+    /// The revision that granted it.
+    pub granted_revision: Revision,
+    /// The revision of its last renewal (the grant's, if never renewed).
+    pub renewed_revision: Revision,
 }
 
 impl LeaseSummary {
@@ -133,6 +137,8 @@ impl LeaseSummary {
             remaining_ttl: Duration::from_millis(lease.remaining_ttl_ms),
             key_count: lease.key_count,
             lock_count: lease.lock_count,
+            granted_revision: Revision::new(lease.granted_revision),
+            renewed_revision: Revision::new(lease.renewed_revision),
         }
     }
 }

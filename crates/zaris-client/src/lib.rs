@@ -83,7 +83,7 @@ pub use kv::{
 };
 pub use lease::{LeaseGrant, LeaseInfo, LeasePage, LeaseSummary, Renewal, Renewed, Revocation};
 pub use lease_handle::Lease;
-pub use lock::{LockHolder, LockOutcome, LockStatus, UnlockOutcome};
+pub use lock::{LockEntry, LockHolder, LockOutcome, LockPage, LockStatus, UnlockOutcome};
 pub use lock_guard::LockGuard;
 pub use presence::{Member, Presence, PresenceEvent, PresenceWatch};
 pub use routing::MAX_ELECTION_BACKOFF;

@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use zaris_proto::v1::lock_client::LockClient;
-use zaris_proto::v1::{LockRequest, LockResult, LockStatusRequest, UnlockRequest, UnlockResult};
+use zaris_proto::v1::{
+    LockListRequest, LockRequest, LockResult, LockStatusRequest, UnlockRequest, UnlockResult,
+};
 use zaris_types::{FencingToken, LeaseId, Revision};
 
 use crate::client::{CallSpec, Client, header_revision, millis, unexpected};
@@ -61,6 +63,31 @@ pub struct LockStatus {
     /// Leases waiting in the queue.
     pub waiters: u64,
     /// The revision this status reflects.
+    pub revision: Revision,
+}
+
+/// A held lock in a [`LockPage`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockEntry {
+    /// The lock's name.
+    pub name: String,
+    /// Its holder.
+    pub holder: LockHolder,
+    /// Leases waiting, in queue order (the first is next); at most the server's
+    /// `max_lock_waiters_listed` of them.
+    pub waiters: Vec<LeaseId>,
+    /// How many leases wait in all.
+    pub waiter_count: u64,
+}
+
+/// One page of the lock list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LockPage {
+    /// Held locks in ascending name order.
+    pub locks: Vec<LockEntry>,
+    /// More locks follow the last one: ask again with its name as `after_name`.
+    pub more: bool,
+    /// The revision this page reflects.
     pub revision: Revision,
 }
 
@@ -169,6 +196,45 @@ impl Client {
                 token: FencingToken::new(response.token),
             }),
             waiters: response.waiters,
+            revision: header_revision(response.header.as_ref()),
+        })
+    }
+
+    /// One page of the held locks whose names start with `prefix`, after `after_name` in
+    /// ascending order (linearizable). `limit` 0 asks for the server's page maximum.
+    pub async fn lock_list(
+        &self,
+        prefix: impl Into<String>,
+        after_name: impl Into<String>,
+        limit: u64,
+    ) -> Result<LockPage, Error> {
+        let request = LockListRequest {
+            after_name: after_name.into(),
+            limit,
+            prefix: prefix.into(),
+        };
+        let response = self
+            .call(
+                CallSpec::idempotent("LockList"),
+                request,
+                |channel, req| async move { LockClient::new(channel).lock_list(req).await },
+            )
+            .await?;
+        Ok(LockPage {
+            locks: response
+                .locks
+                .into_iter()
+                .map(|lock| LockEntry {
+                    name: lock.name,
+                    holder: LockHolder {
+                        lease: LeaseId::new(lock.holder_lease),
+                        token: FencingToken::new(lock.token),
+                    },
+                    waiters: lock.waiters.into_iter().map(LeaseId::new).collect(),
+                    waiter_count: lock.waiter_count,
+                })
+                .collect(),
+            more: response.more,
             revision: header_revision(response.header.as_ref()),
         })
     }

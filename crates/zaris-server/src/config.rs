@@ -36,6 +36,10 @@ pub const MAX_LOCK_WAIT_MS: u64 = 10 * 60 * 1_000;
 pub const MAX_LEASE_KEYS_LISTED: usize = 1_000;
 /// Most leases listed per page.
 pub const MAX_LEASE_LIST: usize = 10_000;
+/// Most locks in one LockList page.
+pub const MAX_LOCK_LIST: usize = 1_000;
+/// Most waiters listed per lock in a LockList page (`waiter_count` has them all).
+pub const MAX_LOCK_WAITERS_LISTED: usize = 100;
 /// Most keys one Range returns (a page; `more` says when there are more).
 pub const MAX_RANGE_KEYS: u64 = 10_000;
 /// Entries between snapshots.

@@ -623,6 +623,40 @@ impl State {
         self.locks.keys().filter_map(|n| self.lock(n)).collect()
     }
 
+    /// Up to `limit` held locks named after `after` and starting with `prefix`, ascending, that
+    /// `include` accepts; each lists at most `max_waiters` of its waiters. Visits the locks
+    /// after `after` in order and stops at the first name past `prefix`.
+    pub fn locks_where(
+        &self,
+        after: &str,
+        prefix: &str,
+        limit: usize,
+        max_waiters: usize,
+        include: impl Fn(&str) -> bool,
+    ) -> Vec<(LockInfo, usize)> {
+        use std::ops::Bound;
+        let start = if after.is_empty() || after < prefix {
+            Bound::Included(prefix.to_owned())
+        } else {
+            Bound::Excluded(after.to_owned())
+        };
+        self.locks
+            .range((start, Bound::Unbounded))
+            .take_while(|(name, _)| name.starts_with(prefix))
+            .filter(|(name, _)| include(name))
+            .take(limit)
+            .map(|(name, lock)| {
+                let info = LockInfo {
+                    name: name.clone(),
+                    holder: lock.holder.lease,
+                    token: lock.holder.token,
+                    waiters: lock.waiters.iter().take(max_waiters).copied().collect(),
+                };
+                (info, lock.waiters.len())
+            })
+            .collect()
+    }
+
     /// The remembered response for a request id, if it is still in the de-duplication table.
     pub fn remembered(&self, id: &crate::types::RequestId) -> Option<&Response> {
         self.dedup.get(id)

@@ -480,6 +480,43 @@ fn introspection_lists_keys_and_locks() {
     );
 }
 
+#[test]
+fn lock_pages_start_after_a_name_stay_under_a_prefix_and_cut_long_queues() {
+    let mut log = Log::new(Limits::default());
+    let holder = grant(&mut log);
+    for name in ["a", "job/1", "job/2", "job/3", "jobz", "k"] {
+        held_token(log.apply(acquire(name, holder, false)));
+    }
+    let waiters: Vec<LeaseId> = (0..3).map(|_| grant(&mut log)).collect();
+    for waiter in &waiters {
+        log.apply(acquire("job/2", *waiter, true)).expect("queue");
+    }
+    let page = |after: &str, prefix: &str, limit: usize| -> Vec<String> {
+        log.state
+            .locks_where(after, prefix, limit, 2, |name| name != "job/3")
+            .into_iter()
+            .map(|(info, _)| info.name)
+            .collect()
+    };
+    // An `after` before the prefix starts at the prefix; the prefix ends the page; `include`
+    // leaves names out without ending it.
+    assert_eq!(page("", "job/", 10), ["job/1", "job/2"]);
+    assert_eq!(page("a", "job/", 10), ["job/1", "job/2"]);
+    assert_eq!(page("job/1", "job/", 10), ["job/2"]);
+    assert_eq!(page("job/2", "job/", 10), Vec::<String>::new());
+    assert_eq!(page("", "", 3), ["a", "job/1", "job/2"]);
+    assert_eq!(page("job/2", "", 10), ["jobz", "k"]);
+    let listed = log.state.locks_where("job/1", "job/", 1, 2, |_| true);
+    let (info, waiting) = &listed[0];
+    assert_eq!(info.holder, holder);
+    assert_eq!(
+        info.waiters,
+        waiters[..2],
+        "at most max_waiters, in queue order"
+    );
+    assert_eq!(*waiting, 3);
+}
+
 // ---- keys ------------------------------------------------------------------------------------
 
 #[test]

@@ -191,6 +191,8 @@ pub fn lease_summary(info: &LeaseInfo, remaining_ttl_ms: u64) -> v1::LeaseSummar
         key_count: info.key_count.into(),
         lock_count: info.locks_held.len() as u64,
         owner: info.owner.clone().unwrap_or_default(),
+        granted_revision: info.granted_revision.get(),
+        renewed_revision: info.renewed_revision.get(),
     }
 }
 
@@ -496,6 +498,8 @@ mod tests {
                 key_count: 3,
                 lock_count: 2,
                 owner: "tenant".into(),
+                granted_revision: 3,
+                renewed_revision: 8,
             }
         );
     }

@@ -1,4 +1,4 @@
-//! Lock, Unlock and LockStatus: requests in (the Lock call's wait is the server's business, see
+//! Lock, Unlock, LockStatus and LockList: requests in (the Lock call's wait is the server's business, see
 //! [`lock_wait_ms`]), answers out (HELD, QUEUED, BUSY, RELEASED, WITHDRAWN, NOT_HOLDER as values).
 
 use zaris_core::{
@@ -133,6 +133,33 @@ pub fn lock_status_response(
         answer.waiters = info.waiters.len() as u64;
     }
     answer
+}
+
+/// A LockList request's `after_name` and `prefix` are lock names, or parts of one: longer than
+/// `max_lock_name_bytes` is LIMIT_EXCEEDED.
+pub fn check_lock_list(request: &v1::LockListRequest, limits: &Limits) -> Result<(), ApiError> {
+    let max = u64::from(limits.max_lock_name_bytes);
+    for name in [&request.after_name, &request.prefix] {
+        if name.len() as u64 > max {
+            return Err(ApiError::limit_exceeded(
+                "max_lock_name_bytes",
+                max,
+                name.len() as u64,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A held lock in a LockList page; `waiting` counts every waiter, listed or not.
+pub fn lock_summary(info: LockInfo, waiting: usize) -> v1::LockSummary {
+    v1::LockSummary {
+        name: info.name,
+        holder_lease: info.holder.get(),
+        token: info.token.get(),
+        waiters: info.waiters.iter().map(|lease| lease.get()).collect(),
+        waiter_count: waiting as u64,
+    }
 }
 
 #[cfg(test)]
@@ -369,6 +396,49 @@ mod tests {
                 token: FencingToken::new(1),
             })),
         ));
+    }
+
+    #[test]
+    fn lock_list_names_are_bounded_like_lock_names() {
+        let request = |after: &str, prefix: &str| v1::LockListRequest {
+            after_name: after.into(),
+            prefix: prefix.into(),
+            limit: 0,
+        };
+        assert!(check_lock_list(&request("jobs", "job"), &small()).is_ok());
+        assert_limit(
+            check_lock_list(&request("toolong", ""), &small()),
+            ErrorCode::LimitExceeded,
+            "max_lock_name_bytes",
+        );
+        assert_limit(
+            check_lock_list(&request("", "toolong"), &small()),
+            ErrorCode::LimitExceeded,
+            "max_lock_name_bytes",
+        );
+    }
+
+    #[test]
+    fn lock_summaries_list_waiters_and_count_them_all() {
+        let summary = lock_summary(
+            LockInfo {
+                name: "job".into(),
+                holder: LeaseId::new(5),
+                token: FencingToken::new(12),
+                waiters: vec![LeaseId::new(6)],
+            },
+            3,
+        );
+        assert_eq!(
+            summary,
+            v1::LockSummary {
+                name: "job".into(),
+                holder_lease: 5,
+                token: 12,
+                waiters: vec![6],
+                waiter_count: 3,
+            }
+        );
     }
 
     #[test]

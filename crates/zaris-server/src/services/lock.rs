@@ -1,4 +1,4 @@
-//! Lock (at once, or queued with a timeout), Unlock (fenced), LockStatus.
+//! Lock (at once, or queued with a timeout), Unlock (fenced), LockStatus, LockList.
 
 use std::time::Duration;
 
@@ -7,13 +7,13 @@ use zaris_core::auth::Need;
 use zaris_core::{FencingToken, LeaseId, LockOutcome, Outcome, Revision};
 use zaris_proto::v1::lock_server::Lock;
 use zaris_proto::v1::{
-    LockRequest, LockResponse, LockResult, LockStatusRequest, LockStatusResponse, UnlockRequest,
-    UnlockResponse,
+    LockListRequest, LockListResponse, LockRequest, LockResponse, LockResult, LockStatusRequest,
+    LockStatusResponse, UnlockRequest, UnlockResponse,
 };
 
 use super::NodeContext;
 use crate::auth::caller_of;
-use crate::config::MAX_LOCK_WAIT_MS;
+use crate::config::{MAX_LOCK_LIST, MAX_LOCK_WAIT_MS, MAX_LOCK_WAITERS_LISTED};
 use crate::convert;
 use crate::locks::{Registration, Wake};
 
@@ -146,5 +146,38 @@ impl Lock for LockService {
             self.0.proposer.header(revision),
             info,
         )))
+    }
+
+    async fn lock_list(
+        &self,
+        request: Request<LockListRequest>,
+    ) -> Result<Response<LockListResponse>, Status> {
+        let caller = caller_of(&request);
+        let request = request.into_inner();
+        let limit = convert::page_size(request.limit, MAX_LOCK_LIST as u64, "max_lock_list")?;
+        convert::lock::check_lock_list(&request, &self.0.limits()?)?;
+        self.0.proposer.linearizable().await?;
+        // Locks the caller may not read are left out, as leases of other users are from Leases.
+        let (mut locks, revision) = self.0.state.read(|d| {
+            let auth = d.state.auth();
+            let page = d.state.locks_where(
+                &request.after_name,
+                &request.prefix,
+                limit as usize + 1,
+                MAX_LOCK_WAITERS_LISTED,
+                |name| auth.check_lock(&caller, name, Need::Read).is_ok(),
+            );
+            (page, d.state.last_applied())
+        });
+        let more = locks.len() > limit as usize;
+        locks.truncate(limit as usize);
+        Ok(Response::new(LockListResponse {
+            header: Some(self.0.proposer.header(revision)),
+            locks: locks
+                .into_iter()
+                .map(|(info, waiting)| convert::lock::lock_summary(info, waiting))
+                .collect(),
+            more,
+        }))
     }
 }

@@ -242,6 +242,18 @@ async fn tenants_cannot_touch_each_others_leases_keys_or_locks_and_an_admin_can(
         b.revoke(LeaseId::new(lease_b.get() + 1_000)).await.ok(),
         Some(Revocation::NotFound)
     );
+    // Locks too: B may not read A's lock, so B's lock list leaves it out; the admin's has it.
+    let b_locks = b.lock_list("", "", 0).await.expect("b lists locks");
+    assert!(b_locks.locks.is_empty(), "{:?}", b_locks.locks);
+    let all_locks = admin.lock_list("", "", 0).await.expect("admin lists locks");
+    assert!(
+        all_locks
+            .locks
+            .iter()
+            .any(|l| l.name == "a/lock" && l.holder.lease == lease_a),
+        "{:?}",
+        all_locks.locks
+    );
 
     // A request id is its user's own: B reusing A's id gets its own write applied, not A's
     // remembered answer.

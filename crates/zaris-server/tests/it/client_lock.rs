@@ -391,3 +391,81 @@ async fn an_election_name_too_long_is_refused_naming_the_room_left() {
     }
     cluster.shutdown().await;
 }
+
+/// LockList pages the held locks by name under a prefix, each with its holder, token and FIFO
+/// queue, through a follower too (redirected), and bounds what it is asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_list_pages_holders_and_queues_by_name() {
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.leader().await;
+    let follower = (1..=3).find(|id| *id != leader).expect("a follower");
+    let client = cluster.client(&[follower]).await;
+    let ttl = Duration::from_secs(30);
+    let holder = client.lease(ttl).await.expect("lease");
+    let mut guards = Vec::new();
+    for name in ["jobs/a", "jobs/b", "jobs/c", "other"] {
+        guards.push(holder.lock(name).await.expect("lock"));
+    }
+    let (mut waiting, mut queued) = (Vec::new(), Vec::new());
+    for _ in 0..2 {
+        let lease = client.lease(ttl).await.expect("lease");
+        let id = lease.id();
+        waiting.push(id);
+        // Each waiter keeps its lease and, once it gets it, the lock, until the test ends.
+        queued.push(tokio::spawn(async move {
+            let guard = lease.lock("jobs/b").await;
+            std::future::pending::<()>().await;
+            drop((lease, guard));
+        }));
+        wait_for_queue(&client, "jobs/b", Some(holder.id()), waiting.len() as u64).await;
+    }
+
+    let first = client.lock_list("jobs/", "", 2).await.expect("page 1");
+    let names: Vec<&str> = first.locks.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["jobs/a", "jobs/b"]);
+    assert!(first.more, "jobs/c follows");
+    let b = &first.locks[1];
+    assert_eq!(b.holder.lease, holder.id());
+    assert_eq!(b.holder.token, guards[1].token());
+    assert_eq!(b.waiters, waiting, "the queue in FIFO order");
+    assert_eq!(b.waiter_count, 2);
+    assert!(first.revision.get() > 0);
+
+    let second = client
+        .lock_list("jobs/", "jobs/b", 0)
+        .await
+        .expect("page 2");
+    let names: Vec<&str> = second.locks.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["jobs/c"], "the prefix ends the page");
+    assert!(!second.more);
+    let all = client.lock_list("", "", 0).await.expect("all");
+    assert_eq!(all.locks.len(), 4);
+
+    let too_many = client
+        .lock_list("", "", 1_001)
+        .await
+        .expect_err("over the page limit");
+    assert!(too_many.to_string().contains("max_lock_list"), "{too_many}");
+    let long = "x".repeat(10_000);
+    let too_long = client
+        .lock_list(long, "", 0)
+        .await
+        .expect_err("prefix too long");
+    assert!(
+        too_long.to_string().contains("max_lock_name_bytes"),
+        "{too_long}"
+    );
+
+    // A released lock leaves the list; its next waiter holds it.
+    let b_guard = guards.remove(1);
+    b_guard.unlock().await.expect("unlock");
+    wait_for_queue(&client, "jobs/b", Some(waiting[0]), 1).await;
+    let after = client
+        .lock_list("jobs/b", "", 0)
+        .await
+        .expect("after release");
+    assert_eq!(after.locks[0].holder.lease, waiting[0]);
+    assert_eq!(after.locks[0].waiters, [waiting[1]]);
+    queued.iter().for_each(tokio::task::JoinHandle::abort);
+    cluster.shutdown().await;
+}

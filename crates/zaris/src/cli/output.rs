@@ -899,6 +899,7 @@ mod tests {
             remaining_ttl: Duration::from_millis(9_000),
             key_count: 1,
             lock_count: 0,
+            ..LeaseSummary::default()
         }];
         assert_eq!(
             leases_json(&leases),
@@ -940,6 +941,7 @@ mod tests {
                 remaining_ttl: Duration::from_millis(8_500),
                 key_count: 2,
                 lock_count: 1,
+                ..LeaseSummary::default()
             },
             LeaseSummary {
                 id: LeaseId::new(12),
@@ -947,6 +949,7 @@ mod tests {
                 remaining_ttl: Duration::from_millis(900),
                 key_count: 0,
                 lock_count: 0,
+                ..LeaseSummary::default()
             },
         ];
         assert_eq!(
