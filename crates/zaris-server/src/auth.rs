@@ -122,12 +122,21 @@ fn credential(
     let Some(value) = metadata.get(AUTHORIZATION_HEADER) else {
         return Ok(verified_name.map_or(Credential::Anonymous, Credential::Certificate));
     };
+    bearer_credential(value.as_bytes())
+}
+
+/// The credential an `authorization` value (gRPC metadata or HTTP header) carries: a bearer
+/// token, or UNAUTHENTICATED saying what is wrong with it.
+pub fn bearer_credential(value: &[u8]) -> Result<Credential, ApiError> {
     let bad = |why: &str| {
         ApiError::Unauthenticated(format!(
             "malformed authorization metadata: {why}; send `authorization: Bearer <token>`"
         ))
     };
-    let value = value.to_str().map_err(|_| bad("not ASCII"))?;
+    let value = std::str::from_utf8(value)
+        .ok()
+        .filter(|value| value.is_ascii())
+        .ok_or_else(|| bad("not ASCII"))?;
     if value.len() > MAX_TOKEN_BYTES {
         return Err(bad("too long"));
     }

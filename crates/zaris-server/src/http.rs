@@ -1,19 +1,23 @@
-//! The HTTP side door: Prometheus metrics, liveness and readiness.
+//! The HTTP side door: Prometheus metrics, liveness and readiness, and the console's JSON API
+//! (`/api/v1/...`, see `api/`).
 
 use std::time::Duration;
 
 use axum::Router;
-use axum::http::StatusCode;
-use axum::routing::get;
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
 use openraft::async_runtime::WatchReceiver;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use zaris_raft::Raft;
 
+use crate::api::{Api, ApiCall, ApiReply, ForwardedCredential};
 use crate::health::Health;
 
 pub async fn serve(
     listener: TcpListener,
+    api: Api,
     raft: Raft,
     health: Health,
     election_timeout: Duration,
@@ -21,6 +25,13 @@ pub async fn serve(
 ) {
     let live = health.clone();
     let app = Router::new()
+        .route(
+            "/api/v1/{*path}",
+            any(move |method: Method, uri: Uri, headers: HeaderMap| {
+                let api = api.clone();
+                async move { api_call(&api, &method, &uri, &headers).await }
+            }),
+        )
         .route("/metrics", get(metrics))
         .route(
             "/health",
@@ -41,6 +52,59 @@ pub async fn serve(
         .await;
     if let Err(e) = result {
         tracing::warn!(error = %e, "HTTP server stopped with an error");
+    }
+}
+
+/// One JSON API call: GET or POST, credential from `Authorization: Bearer <token>`.
+async fn api_call(api: &Api, method: &Method, uri: &Uri, headers: &HeaderMap) -> Response {
+    let reply = if method != Method::GET && method != Method::POST {
+        ApiReply {
+            status: 405,
+            body: r#"{"error":{"code":"INVALID_ARGUMENT","message":"use GET, or POST to act"}}"#
+                .into(),
+        }
+    } else {
+        match forwarded_credential(headers) {
+            Err(reply) => reply,
+            Ok(credential) => {
+                let call = ApiCall {
+                    from: api.node_id(),
+                    post: method == Method::POST,
+                    path: uri.path().to_owned(),
+                    query: uri.query().unwrap_or_default().to_owned(),
+                    credential,
+                };
+                api.answer(call, false).await
+            }
+        }
+    };
+    let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            // Every answer is of the moment it was read: never serve one from a cache.
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        reply.body,
+    )
+        .into_response()
+}
+
+fn forwarded_credential(headers: &HeaderMap) -> Result<ForwardedCredential, ApiReply> {
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Ok(ForwardedCredential::Anonymous);
+    };
+    match crate::auth::bearer_credential(value.as_bytes()) {
+        Ok(zaris_core::auth::Credential::Token(sha256)) => Ok(ForwardedCredential::Token(sha256)),
+        Ok(_) => Ok(ForwardedCredential::Anonymous),
+        Err(error) => Err(ApiReply {
+            status: 401,
+            body: serde_json::json!({
+                "error": {"code": "UNAUTHENTICATED", "message": error.to_string()}
+            })
+            .to_string(),
+        }),
     }
 }
 

@@ -6,6 +6,7 @@
 //! place; [`convert`] holds the wire ↔ core conversions, one module per service.
 
 mod address;
+mod api;
 pub mod auth;
 mod batch;
 pub mod clock;

@@ -163,6 +163,18 @@ impl NetworkFactory {
         self.faults.peer_addr(target, &node.peer_addr)
     }
 
+    /// A client of member `target`'s peer service (the JSON API forwards calls to the leader
+    /// with it), over the same connections and TLS as Raft's own calls.
+    pub fn api_client(&self, target: u64, node: &Member) -> Option<RaftServiceClient<Channel>> {
+        let host = crate::address::host(&node.peer_addr).to_owned();
+        let channel = self.channel(&(self.peer_addr(target, node).to_owned(), host))?;
+        Some(
+            RaftServiceClient::new(channel)
+                .max_decoding_message_size(MAX_RAFT_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES),
+        )
+    }
+
     /// A channel to `dial.0`, whose certificate must name `dial.1` (with TLS).
     fn channel(&self, dial: &(String, String)) -> Option<Channel> {
         let generation = self.tls.as_ref().map_or(0, |tls| tls.generation());

@@ -223,6 +223,7 @@ impl Node {
         let network = network
             .with_faults(faults.clone())
             .with_tls(peer_tls.clone());
+        let api_peers = network.clone();
         let raft = Raft::new(node_id, Arc::new(raft_config), network, log_store, sm_store)
             .await
             .context("cannot start raft")?;
@@ -263,6 +264,13 @@ impl Node {
             election_timeout: DurationMs::new(config.election_timeout_ms),
         };
 
+        let api = crate::api::Api::new(
+            context.clone(),
+            api_peers,
+            cluster_id,
+            Duration::from_millis(config.request_timeout_ms),
+        );
+
         tracker.spawn(crate::snapshot_schedule::run(
             raft.clone(),
             node_id,
@@ -300,6 +308,7 @@ impl Node {
                 config.limits.clone(),
                 leader_contact.clone(),
                 dead_leader.clone(),
+                api.clone(),
             ))
             .max_decoding_message_size(MAX_RAFT_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES),
@@ -401,6 +410,7 @@ impl Node {
                 let http_addr = listener.local_addr().ok();
                 tracker.spawn(http::serve(
                     listener,
+                    api,
                     raft.clone(),
                     health.clone(),
                     Duration::from_millis(config.election_timeout_ms),

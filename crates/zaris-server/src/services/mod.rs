@@ -3,10 +3,10 @@
 //! converts the result; failures are [`ApiError`]s until the service fn returns them as statuses.
 
 mod auth;
-mod cluster;
-mod kv;
-mod lease;
-mod lock;
+pub(crate) mod cluster;
+pub(crate) mod kv;
+pub(crate) mod lease;
+pub(crate) mod lock;
 pub mod raft;
 mod watch;
 

@@ -48,9 +48,12 @@ pub struct RaftPeerService {
     contact: Arc<LeaderContact>,
     /// Whether a silent leader is dead, asked before this node answers a (pre-)vote.
     dead_leader: Arc<DeadLeaderCheck>,
+    /// Answers JSON API calls other members forward to this one (as the leader).
+    api: crate::api::Api,
 }
 
 impl RaftPeerService {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         raft: Raft,
         cluster_id: u64,
@@ -59,6 +62,7 @@ impl RaftPeerService {
         configured: Limits,
         contact: Arc<LeaderContact>,
         dead_leader: Arc<DeadLeaderCheck>,
+        api: crate::api::Api,
     ) -> Self {
         RaftPeerService {
             raft,
@@ -68,6 +72,7 @@ impl RaftPeerService {
             configured,
             contact,
             dead_leader,
+            api,
         }
     }
 
@@ -239,6 +244,14 @@ impl RaftService for RaftPeerService {
             .await
             .map_err(ApiError::raft_stopped)?;
         Ok(self.reply(&response)?)
+    }
+
+    async fn api(&self, request: Request<RaftMessage>) -> Result<Response<RaftMessage>, Status> {
+        let (sent_with, message) = split(request);
+        let call: crate::api::ApiCall = self.decode(message)?;
+        self.check_sender(&sent_with, call.from, false)?;
+        let reply = self.api.answer(call, true).await;
+        Ok(self.reply(&reply)?)
     }
 
     async fn install_snapshot(

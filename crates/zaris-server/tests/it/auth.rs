@@ -118,7 +118,10 @@ fn with_lease(id: LeaseId) -> PutOptions {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tenants_cannot_touch_each_others_leases_keys_or_locks_and_an_admin_can() {
-    let mut cluster = TestCluster::start(3).await;
+    let mut cluster = TestCluster::start_configured(3, |config| {
+        config.http_listen = Some("127.0.0.1:0".parse().expect("addr"));
+    })
+    .await;
     let open = cluster.client(&[1, 2, 3]).await;
     // Before auth is enabled anyone may manage users; the tokens are made here.
     let root = add_user(&open, "root", true).await;
@@ -242,6 +245,32 @@ async fn tenants_cannot_touch_each_others_leases_keys_or_locks_and_an_admin_can(
         b.revoke(LeaseId::new(lease_b.get() + 1_000)).await.ok(),
         Some(Revocation::NotFound)
     );
+    // The console's JSON API applies the same rules, through a follower too (it forwards the
+    // caller's token to the leader): anonymous is refused, B sees its own lease only.
+    let leader = cluster.leader().await;
+    let http = cluster
+        .node(cluster.followers(leader)[0])
+        .http_addr
+        .expect("http address");
+    let (status, body) = crate::console_api::get(http, "/api/v1/leases").await;
+    assert_eq!(status, 401, "{body}");
+    let bearer_b = format!("Bearer {}", token_b.expose());
+    let (status, page) =
+        crate::console_api::call(http, "GET", "/api/v1/leases", Some(&bearer_b)).await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["leases"].as_array().map(Vec::len), Some(1), "{page}");
+    assert_eq!(page["leases"][0]["id"], lease_b.get());
+    let revoke_a = format!("/api/v1/leases/{}/revoke", lease_a.get());
+    let (status, body) = crate::console_api::call(http, "POST", &revoke_a, Some(&bearer_b)).await;
+    assert_eq!(
+        (status, crate::console_api::error_code(&body)),
+        (403, "PERMISSION_DENIED"),
+        "{body}"
+    );
+    let (status, body) =
+        crate::console_api::call(http, "GET", "/api/v1/leases", Some("Bearer wrong")).await;
+    assert_eq!(status, 401, "{body}");
+
     // Locks too: B may not read A's lock, so B's lock list leaves it out; the admin's has it.
     let b_locks = b.lock_list("", "", 0).await.expect("b lists locks");
     assert!(b_locks.locks.is_empty(), "{:?}", b_locks.locks);

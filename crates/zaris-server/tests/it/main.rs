@@ -7,6 +7,7 @@ mod batching;
 mod client_lease;
 mod client_lock;
 mod client_watch;
+mod console_api;
 mod failover;
 mod fuzz;
 mod http;

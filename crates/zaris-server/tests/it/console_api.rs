@@ -1,0 +1,231 @@
+//! The console's JSON API (`/api/v1/...` on `--http`) against a real 3-node cluster: any member
+//! answers, a follower through the leader, with the gRPC API's checks and limits.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use zaris_client::{LockOutcome, PutOptions};
+use zaris_core::LeaseId;
+use zaris_testkit::cluster::TestCluster;
+
+/// One HTTP/1.1 call: the status and the body parsed as JSON.
+pub async fn call(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    authorization: Option<&str>,
+) -> (u16, Value) {
+    let mut socket = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let auth = authorization.map_or(String::new(), |value| format!("Authorization: {value}\r\n"));
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Content-Length: 0\r\n\
+         Connection: close\r\n\r\n"
+    );
+    socket.write_all(request.as_bytes()).await.expect("write");
+    let mut response = String::new();
+    socket.read_to_string(&mut response).await.expect("read");
+    let (head, body) = response.split_once("\r\n\r\n").expect("head and body");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .expect("status code");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{head}"
+    );
+    let body = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    (status, body)
+}
+
+pub async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, Value) {
+    call(addr, "GET", path, None).await
+}
+
+pub fn error_code(body: &Value) -> &str {
+    body["error"]["code"].as_str().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_member_answers_the_json_api_through_the_leader() {
+    let cluster = TestCluster::start_configured(3, |config| {
+        config.http_listen = Some("127.0.0.1:0".parse().expect("addr"));
+    })
+    .await;
+    let leader = cluster.leader().await;
+    let follower = cluster.followers(leader)[0];
+    let http = |id: u64| cluster.node(id).http_addr.expect("http address");
+    let client = cluster.client(&[1, 2, 3]).await;
+    let ttl = Duration::from_secs(60);
+    let holder = client.grant(ttl).await.expect("grant").id;
+    let waiter = client.grant(ttl).await.expect("grant").id;
+    let with_lease = |lease: LeaseId| PutOptions {
+        lease: Some(lease),
+        ..PutOptions::default()
+    };
+    client
+        .put("svc/a", "10.0.0.1", with_lease(holder))
+        .await
+        .expect("put");
+    client
+        .put("presence/workers/w-1", "up", with_lease(holder))
+        .await
+        .expect("join");
+    let held = client
+        .lock("jobs/x", holder, false, Duration::ZERO)
+        .await
+        .expect("lock");
+    let LockOutcome::Held { token } = held else {
+        panic!("{held:?}")
+    };
+    let queued = client
+        .lock("jobs/x", waiter, true, Duration::from_millis(50))
+        .await
+        .expect("queue");
+    assert!(matches!(queued, LockOutcome::Queued { .. }), "{queued:?}");
+
+    // A follower's answers come from the leader, and say so.
+    let (status, page) = get(http(follower), "/api/v1/leases?limit=10").await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["answered_by"], leader);
+    let ids: Vec<u64> = page["leases"]
+        .as_array()
+        .expect("leases")
+        .iter()
+        .map(|lease| lease["id"].as_u64().expect("id"))
+        .collect();
+    assert_eq!(ids, [holder.get(), waiter.get()]);
+    let first = &page["leases"][0];
+    assert_eq!(first["key_count"], 2);
+    assert_eq!(first["lock_count"], 1);
+    assert_eq!(first["ttl_ms"], 60_000);
+    assert!(first["remaining_ttl_ms"].as_u64().expect("remaining") > 50_000);
+    assert!(first["granted_revision"].as_u64().expect("granted") > 0);
+    let (_, second_page) = get(
+        http(follower),
+        &format!("/api/v1/leases?after={}&limit=1", holder.get()),
+    )
+    .await;
+    assert_eq!(second_page["leases"][0]["id"], waiter.get());
+
+    let (status, lease) = get(http(follower), &format!("/api/v1/leases/{}", holder.get())).await;
+    assert_eq!(status, 200, "{lease}");
+    assert_eq!(
+        lease["keys"],
+        serde_json::json!(["presence/workers/w-1", "svc/a"])
+    );
+    assert_eq!(lease["locks_held"], serde_json::json!(["jobs/x"]));
+    let (_, waiting) = get(http(leader), &format!("/api/v1/leases/{}", waiter.get())).await;
+    assert_eq!(waiting["locks_waiting"], serde_json::json!(["jobs/x"]));
+    assert_eq!(waiting["answered_by"], leader);
+
+    let (status, locks) = get(http(follower), "/api/v1/locks?prefix=jobs%2F").await;
+    assert_eq!(status, 200, "{locks}");
+    assert_eq!(
+        locks["locks"],
+        serde_json::json!([{"name": "jobs/x", "holder_lease": holder.get(), "token": token.get(),
+                            "waiters": [waiter.get()], "waiter_count": 1}])
+    );
+
+    let (status, group) = get(http(follower), "/api/v1/presence/workers").await;
+    assert_eq!(status, 200, "{group}");
+    assert_eq!(group["members"][0]["member"], "w-1");
+    assert_eq!(group["members"][0]["lease"], holder.get());
+
+    let (status, members) = get(http(follower), "/api/v1/cluster").await;
+    assert_eq!(status, 200, "{members}");
+    assert_eq!(members["leader_id"], leader);
+    let rows = members["members"].as_array().expect("members");
+    assert_eq!(rows.len(), 3);
+    for row in rows {
+        let id = row["id"].as_u64().expect("id");
+        let role = if id == leader { "leader" } else { "follower" };
+        assert_eq!(row["role"], role, "{row}");
+        assert!(row["last_contact_ms"].as_u64().is_some(), "{row}");
+    }
+
+    // `node` is the answering member's own view, never forwarded.
+    let (_, node) = get(http(follower), "/api/v1/node").await;
+    assert_eq!(node["id"], follower);
+    assert_eq!(node["role"], "follower");
+    assert_eq!(node["leader_id"], leader);
+    assert_eq!(node["answered_by"], follower);
+
+    // Bad input: a clear, typed error, whichever member gets it.
+    let refused = [
+        ("/api/v1/leases?limit=0", 400, "INVALID_ARGUMENT"),
+        ("/api/v1/leases?limit=20000", 400, "LIMIT_EXCEEDED"),
+        ("/api/v1/leases?sort=ttl", 400, "INVALID_ARGUMENT"),
+        ("/api/v1/leases/999999", 404, "NOT_FOUND"),
+        ("/api/v1/leases/abc", 400, "INVALID_ARGUMENT"),
+        ("/api/v1/nothing", 404, "NOT_FOUND"),
+        ("/api/v1/locks?prefix=%FF", 400, "INVALID_ARGUMENT"),
+    ];
+    for (path, status, code) in refused {
+        for id in [leader, follower] {
+            let (got, body) = get(http(id), path).await;
+            assert_eq!((got, error_code(&body)), (status, code), "{path}: {body}");
+            assert!(
+                body["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| !m.is_empty())
+            );
+        }
+    }
+    let (status, body) = call(http(follower), "GET", "/api/v1/leases", Some("Basic x")).await;
+    assert_eq!(
+        (status, error_code(&body)),
+        (401, "UNAUTHENTICATED"),
+        "{body}"
+    );
+    let (status, body) = call(http(follower), "DELETE", "/api/v1/leases/1", None).await;
+    assert_eq!(status, 405, "{body}");
+    let (status, body) = call(http(follower), "POST", "/api/v1/leases", None).await;
+    assert_eq!(
+        (status, error_code(&body)),
+        (400, "INVALID_ARGUMENT"),
+        "{body}"
+    );
+
+    // Revoking through a follower ends the lease on the leader: its keys go, its lock passes on.
+    let revoke = format!("/api/v1/leases/{}/revoke", holder.get());
+    let (status, revoked) = call(http(follower), "POST", &revoke, None).await;
+    assert_eq!(status, 200, "{revoked}");
+    assert_eq!(revoked["result"], "revoked");
+    let (_, again) = call(http(follower), "POST", &revoke, None).await;
+    assert_eq!(again["result"], "not_found");
+    assert!(client.get("svc/a").await.expect("get").is_none());
+    let (_, locks) = get(http(leader), "/api/v1/locks").await;
+    assert_eq!(locks["locks"][0]["holder_lease"], waiter.get());
+    assert_eq!(locks["locks"][0]["waiter_count"], 0);
+    let (_, group) = get(http(follower), "/api/v1/presence/workers").await;
+    assert_eq!(group["members"], serde_json::json!([]));
+    cluster.shutdown().await;
+}
+
+/// A follower whose leader is gone answers at once that no leader can answer, instead of
+/// hanging; once a new leader is elected it answers through that one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_answers_through_whichever_member_leads() {
+    let mut cluster = TestCluster::start_configured(3, |config| {
+        config.http_listen = Some("127.0.0.1:0".parse().expect("addr"));
+    })
+    .await;
+    let first = cluster.leader().await;
+    let follower = cluster.followers(first)[0];
+    let http = cluster.node(follower).http_addr.expect("http address");
+    let (_, before) = get(http, "/api/v1/cluster").await;
+    assert_eq!(before["leader_id"], first);
+    cluster.stop(first).await;
+    let next = zaris_testkit::eventually("a new leader", Duration::from_secs(15), || async {
+        let (status, body) = get(http, "/api/v1/cluster").await;
+        (status == 200 && body["leader_id"] != first).then(|| body["leader_id"].clone())
+    })
+    .await;
+    assert_ne!(next, first);
+    let (_, node) = get(http, "/api/v1/node").await;
+    assert_eq!(node["leader_id"], next);
+    cluster.shutdown().await;
+}
