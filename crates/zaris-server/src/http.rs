@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use openraft::async_runtime::WatchReceiver;
@@ -25,12 +26,31 @@ pub async fn serve(
 ) {
     let live = health.clone();
     let app = Router::new()
+        .route("/api/v1/events", {
+            let api = api.clone();
+            get(move |uri: Uri, headers: HeaderMap| {
+                let api = api.clone();
+                async move { events(&api, &uri, &headers) }
+            })
+        })
         .route(
             "/api/v1/{*path}",
             any(move |method: Method, uri: Uri, headers: HeaderMap| {
                 let api = api.clone();
                 async move { api_call(&api, &method, &uri, &headers).await }
             }),
+        )
+        .route(
+            "/",
+            get(|| async { console(CONSOLE_HTML, "text/html; charset=utf-8") }),
+        )
+        .route(
+            "/console/app.js",
+            get(|| async { console(CONSOLE_JS, "text/javascript; charset=utf-8") }),
+        )
+        .route(
+            "/console/app.css",
+            get(|| async { console(CONSOLE_CSS, "text/css; charset=utf-8") }),
         )
         .route("/metrics", get(metrics))
         .route(
@@ -53,6 +73,30 @@ pub async fn serve(
     if let Err(e) = result {
         tracing::warn!(error = %e, "HTTP server stopped with an error");
     }
+}
+
+/// The console: a page, a script and a style sheet, built into the binary (no CDN, no build
+/// step) and reading nothing but the JSON API.
+const CONSOLE_HTML: &str = include_str!("console/index.html");
+const CONSOLE_JS: &str = include_str!("console/app.js");
+const CONSOLE_CSS: &str = include_str!("console/app.css");
+
+fn console(body: &'static str, content_type: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            // Scripts and styles from this origin only, no inline script: data shown from the
+            // cluster (keys, values, names) cannot run as code even if it got into the page.
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+            ),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 /// One JSON API call: GET or POST, credential from `Authorization: Bearer <token>`.
@@ -78,6 +122,10 @@ async fn api_call(api: &Api, method: &Method, uri: &Uri, headers: &HeaderMap) ->
             }
         }
     };
+    json_reply(reply)
+}
+
+fn json_reply(reply: ApiReply) -> Response {
     let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (
         status,
@@ -89,6 +137,20 @@ async fn api_call(api: &Api, method: &Method, uri: &Uri, headers: &HeaderMap) ->
         reply.body,
     )
         .into_response()
+}
+
+/// `GET /api/v1/events`: a Server-Sent Events feed of this member's applied key changes.
+fn events(api: &Api, uri: &Uri, headers: &HeaderMap) -> Response {
+    let feed = forwarded_credential(headers)
+        .and_then(|credential| api.events(credential, uri.query().unwrap_or_default()));
+    match feed {
+        Ok(feed) => (
+            [(header::CACHE_CONTROL, "no-store")],
+            Sse::new(feed).keep_alive(KeepAlive::default()),
+        )
+            .into_response(),
+        Err(reply) => json_reply(reply),
+    }
 }
 
 fn forwarded_credential(headers: &HeaderMap) -> Result<ForwardedCredential, ApiReply> {

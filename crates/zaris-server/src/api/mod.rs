@@ -7,6 +7,7 @@
 //! the member that produced it. A forwarded call is never forwarded again: a member that was
 //! the leader when the call left and is not any more answers 503 NOT_LEADER.
 
+mod events;
 mod routes;
 mod views;
 
@@ -165,6 +166,8 @@ pub struct Api {
     cluster_id: u64,
     /// Longest a forwarded call may take: the leader's own bound on a read, plus the trip.
     forward_timeout: Duration,
+    /// Event feeds being served ([`events::MAX_EVENT_STREAMS`]).
+    event_streams: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for Api {
@@ -188,7 +191,28 @@ impl Api {
             peers,
             cluster_id,
             forward_timeout: request_timeout + Duration::from_secs(1),
+            event_streams: std::sync::Arc::new(tokio::sync::Semaphore::new(
+                events::MAX_EVENT_STREAMS,
+            )),
         }
+    }
+
+    /// The feed of `GET /api/v1/events` (see `events.rs`), or why there is none.
+    pub fn events(
+        &self,
+        credential: ForwardedCredential,
+        query: &str,
+    ) -> Result<
+        impl futures::Stream<Item = Result<axum::response::sse::Event, std::convert::Infallible>>
+        + use<>,
+        ApiReply,
+    > {
+        events::open(
+            &self.context,
+            &self.event_streams,
+            &Credential::from(credential),
+            query,
+        )
     }
 
     pub fn node_id(&self) -> u64 {

@@ -229,3 +229,81 @@ async fn a_follower_answers_through_whichever_member_leads() {
     assert_eq!(node["leader_id"], next);
     cluster.shutdown().await;
 }
+
+/// `/api/v1/events` streams a member's applied changes under a prefix as Server-Sent Events,
+/// the lease's id on an EXPIRE or REVOKE; a parameter it does not take is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_feed_streams_changes_under_its_prefix() {
+    let cluster = TestCluster::start_configured(3, |config| {
+        config.http_listen = Some("127.0.0.1:0".parse().expect("addr"));
+    })
+    .await;
+    let leader = cluster.leader().await;
+    let follower = cluster.followers(leader)[0];
+    let http = cluster.node(follower).http_addr.expect("http address");
+    let (status, body) = get(http, "/api/v1/events?from=1").await;
+    assert_eq!(
+        (status, error_code(&body)),
+        (400, "INVALID_ARGUMENT"),
+        "{body}"
+    );
+
+    let mut socket = tokio::net::TcpStream::connect(http).await.expect("connect");
+    socket
+        .write_all(
+            b"GET /api/v1/events?prefix=svc%2F HTTP/1.1\r\nHost: localhost\r\n\
+              Connection: close\r\n\r\n",
+        )
+        .await
+        .expect("write");
+    // The feed starts at the next applied revision: write only once its head has arrived.
+    let mut seen = String::new();
+    let mut buffer = [0u8; 4096];
+    while !seen.contains("\r\n\r\n") {
+        let n = socket.read(&mut buffer).await.expect("read");
+        assert!(n > 0, "the feed ended: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buffer[..n]));
+    }
+    let client = cluster.client(&[1, 2, 3]).await;
+    let lease = client
+        .grant(Duration::from_secs(60))
+        .await
+        .expect("grant")
+        .id;
+    let bound = PutOptions {
+        lease: Some(lease),
+        ..PutOptions::default()
+    };
+    client
+        .put("other/x", "1", bound.clone())
+        .await
+        .expect("put");
+    client.put("svc/x", "1", bound).await.expect("put");
+    assert!(matches!(
+        client.revoke(lease).await.expect("revoke"),
+        zaris_client::Revocation::Revoked { .. }
+    ));
+    let read = tokio::time::timeout(Duration::from_secs(10), async {
+        while !seen.contains("\"REVOKE\"") {
+            let n = socket.read(&mut buffer).await.expect("read");
+            assert!(n > 0, "the feed ended: {seen}");
+            seen.push_str(&String::from_utf8_lossy(&buffer[..n]));
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "no REVOKE in the feed: {seen}");
+    assert!(seen.starts_with("HTTP/1.1 200"), "{seen}");
+    assert!(seen.contains("text/event-stream"), "{seen}");
+    assert!(seen.contains("event: change"), "{seen}");
+    assert!(seen.contains(r#""key":"svc/x""#), "{seen}");
+    assert!(!seen.contains("other/x"), "outside the prefix: {seen}");
+    let revoke_line = seen
+        .lines()
+        .find(|line| line.contains("\"REVOKE\""))
+        .expect("the REVOKE");
+    assert!(
+        revoke_line.contains(&format!("\"lease\":{}", lease.get())),
+        "{revoke_line}"
+    );
+    cluster.shutdown().await;
+}

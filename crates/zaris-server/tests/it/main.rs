@@ -8,6 +8,7 @@ mod client_lease;
 mod client_lock;
 mod client_watch;
 mod console_api;
+mod console_browser;
 mod failover;
 mod fuzz;
 mod http;

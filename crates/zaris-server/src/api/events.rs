@@ -1,0 +1,199 @@
+//! `GET /api/v1/events?prefix=P`: the key changes applied on this member from now on (puts,
+//! deletes, and the deletions of expired or revoked leases' keys, with the lease id), as
+//! Server-Sent Events, read from the watch history that gRPC watches read. Served by the member
+//! asked, as gRPC Watch is: a follower's feed is its own applied state, at most a heartbeat
+//! behind the leader's.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::response::sse::Event as SseEvent;
+use futures::Stream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use zaris_core::auth::{Credential, Need};
+use zaris_core::{Event, EventKind, KeySelector, Revision};
+
+use super::ApiReply;
+use crate::services::NodeContext;
+
+/// Event streams one member serves at once: each holds a task and a reader of the history.
+pub const MAX_EVENT_STREAMS: usize = 64;
+/// Most events read from the history per step (a larger revision is read whole).
+const READ_EVENTS: usize = 1_000;
+const READ_BYTES: usize = 1024 * 1024;
+
+/// Opens a feed of the changes under `prefix` for `credential`'s caller, who must be allowed to
+/// read those keys.
+pub fn open(
+    context: &NodeContext,
+    streams: &Arc<Semaphore>,
+    credential: &Credential,
+    query: &str,
+) -> Result<impl Stream<Item = Result<SseEvent, Infallible>> + use<>, ApiReply> {
+    let prefix = prefix_of(query)?;
+    let limits = context
+        .limits()
+        .map_err(|e| ApiReply::from_status(&e.into()))?;
+    if prefix.len() > limits.max_key_bytes as usize {
+        return Err(ApiReply::error(
+            400,
+            "LIMIT_EXCEEDED",
+            &format!(
+                "limit max_key_bytes exceeded: {} > {}",
+                prefix.len(),
+                limits.max_key_bytes
+            ),
+        ));
+    }
+    let caller = context
+        .resolve(credential)
+        .map_err(|e| ApiReply::from_status(&e.into()))?;
+    let selector = KeySelector::Prefix(prefix.clone().into_bytes());
+    context
+        .check_access(|auth| auth.check_keys(&caller, &selector, Need::Read))
+        .map_err(|e| ApiReply::from_status(&e.into()))?;
+    let permit = streams.clone().try_acquire_owned().map_err(|_| {
+        ApiReply::error(
+            429,
+            "CAPACITY_EXCEEDED",
+            &format!(
+                "this member already serves {MAX_EVENT_STREAMS} event streams; close one, or \
+                 ask another member"
+            ),
+        )
+    })?;
+    let hub = context.watch_hub.clone();
+    let feed = Feed {
+        next: hub.head().next(),
+        changed: hub.subscribe(),
+        hub,
+        prefix: prefix.into_bytes(),
+        pending: std::collections::VecDeque::new(),
+        shutdown: context.shutdown.clone(),
+        ended: false,
+        _permit: permit,
+    };
+    Ok(futures::stream::unfold(feed, |mut feed| async move {
+        let event = feed.next_event().await?;
+        Some((Ok(event), feed))
+    }))
+}
+
+fn prefix_of(query: &str) -> Result<String, ApiReply> {
+    let mut prefix = String::new();
+    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if name != "prefix" {
+            return Err(ApiReply::error(
+                400,
+                "INVALID_ARGUMENT",
+                &format!("unknown query parameter {name:?}: this path takes prefix"),
+            ));
+        }
+        prefix = percent_encoding::percent_decode_str(&value.replace('+', " "))
+            .decode_utf8()
+            .map_err(|_| {
+                ApiReply::error(400, "INVALID_ARGUMENT", "prefix is not UTF-8 once decoded")
+            })?
+            .into_owned();
+    }
+    Ok(prefix)
+}
+
+struct Feed {
+    hub: Arc<crate::watch::WatchHub>,
+    changed: tokio::sync::watch::Receiver<Revision>,
+    next: Revision,
+    prefix: Vec<u8>,
+    pending: std::collections::VecDeque<SseEvent>,
+    shutdown: tokio_util::sync::CancellationToken,
+    ended: bool,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Feed {
+    async fn next_event(&mut self) -> Option<SseEvent> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Some(event);
+            }
+            if self.ended {
+                return None;
+            }
+            match self.hub.read(self.next, READ_EVENTS, READ_BYTES) {
+                Ok(read) => {
+                    for (revision, events) in &read.entries {
+                        self.pending.extend(
+                            events
+                                .iter()
+                                .filter(|event| event.kv.key.starts_with(&self.prefix))
+                                .map(|event| change(*revision, event)),
+                        );
+                    }
+                    let caught_up = read.entries.is_empty();
+                    self.next = read.next;
+                    if caught_up {
+                        tokio::select! {
+                            _ = self.shutdown.cancelled() => return None,
+                            changed = self.changed.changed() => changed.ok()?,
+                        }
+                    }
+                }
+                Err(gap) => {
+                    // Fell behind the bounded history: say so and end; the console reopens.
+                    self.ended = true;
+                    self.pending.push_back(
+                        SseEvent::default().event("gap").data(
+                            serde_json::json!({
+                                "message": "this feed fell behind the member's watch history \
+                                            and missed changes; reopen it",
+                                "oldest_available": gap.oldest_available.get(),
+                            })
+                            .to_string(),
+                        ),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// One change as an SSE `change` event.
+fn change(revision: Revision, event: &Event) -> SseEvent {
+    let kind = match event.kind {
+        EventKind::Put => "PUT",
+        EventKind::Delete => "DELETE",
+        EventKind::Expire => "EXPIRE",
+        EventKind::Revoke => "REVOKE",
+    };
+    // A put names the key's lease; an EXPIRE or REVOKE the lease that ended.
+    let lease = match event.kind {
+        EventKind::Expire | EventKind::Revoke => event.lease.get(),
+        EventKind::Put | EventKind::Delete => event.kv.lease.get(),
+    };
+    let value = matches!(event.kind, EventKind::Put)
+        .then(|| String::from_utf8_lossy(&event.kv.value).into_owned());
+    SseEvent::default().event("change").data(
+        serde_json::json!({
+            "revision": revision.get(),
+            "type": kind,
+            "key": String::from_utf8_lossy(&event.kv.key),
+            "value": value,
+            "lease": lease,
+        })
+        .to_string(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prefix_is_the_only_parameter() {
+        assert_eq!(prefix_of(""), Ok(String::new()));
+        assert_eq!(prefix_of("prefix=svc%2Fa+b"), Ok("svc/a b".into()));
+        assert_eq!(prefix_of("from=3").map_err(|e| e.status), Err(400));
+        assert_eq!(prefix_of("prefix=%FF").map_err(|e| e.status), Err(400));
+    }
+}
