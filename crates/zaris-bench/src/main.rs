@@ -4,6 +4,7 @@
 //! `cargo run --release -p zaris-bench -- --zaris target/release/zaris`.
 
 mod compare;
+mod console;
 mod failover;
 mod load;
 mod memory;
@@ -87,6 +88,11 @@ pub(crate) struct Args {
     /// the expiry of all those leases at one instant (with the writer's latency meanwhile).
     #[arg(long, num_args = 0..=1, default_missing_value = "1000000")]
     scale: Option<u64>,
+    /// Instead of the workloads, load a 3-node cluster (with `--http`) with this many leases,
+    /// each with a key (100,000 if no number is given), and time the pages of the console's
+    /// JSON API, asked of the leader and of a follower.
+    #[arg(long, num_args = 0..=1, default_missing_value = "100000")]
+    console: Option<u64>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -121,6 +127,9 @@ fn main() -> anyhow::Result<()> {
     }
     if let Some(count) = args.scale {
         return runtime.block_on(scale::run(&args, count));
+    }
+    if let Some(count) = args.console {
+        return runtime.block_on(console::run(&args, count));
     }
     runtime.block_on(async {
         let root = tempfile::tempdir()?;

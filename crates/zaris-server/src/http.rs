@@ -107,6 +107,10 @@ async fn api_call(api: &Api, method: &Method, uri: &Uri, headers: &HeaderMap) ->
             body: r#"{"error":{"code":"INVALID_ARGUMENT","message":"use GET, or POST to act"}}"#
                 .into(),
         }
+    } else if method == Method::POST
+        && let Some(refusal) = cross_site(headers)
+    {
+        refusal
     } else {
         match forwarded_credential(headers) {
             Err(reply) => reply,
@@ -150,6 +154,42 @@ fn events(api: &Api, uri: &Uri, headers: &HeaderMap) -> Response {
         )
             .into_response(),
         Err(reply) => json_reply(reply),
+    }
+}
+
+/// The header a POST must carry. A page of another site can make a browser send a plain POST
+/// (a form) but not one with a custom header, unless a CORS preflight allows it, which this
+/// server never does: so a site the operator visits cannot revoke leases through the console's
+/// API while auth is off (with auth on it could not send the token either).
+pub const ACTION_HEADER: &str = "x-zaris-action";
+
+/// Why a POST is refused as possibly cross-site: without [`ACTION_HEADER`], or from a page
+/// whose `Origin` is not this listener's `Host`.
+fn cross_site(headers: &HeaderMap) -> Option<ApiReply> {
+    let refuse = |why: &str| {
+        Some(ApiReply {
+            status: 403,
+            body: serde_json::json!({"error": {"code": "PERMISSION_DENIED", "message": why}})
+                .to_string(),
+        })
+    };
+    if !headers.contains_key(ACTION_HEADER) {
+        return refuse(
+            "a POST to the JSON API must carry the header `X-Zaris-Action: 1` (so that another \
+             site's page cannot make a browser send it)",
+        );
+    }
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let origin = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok());
+    match (origin, host) {
+        (Some(origin), Some(host))
+            if origin.split_once("://").map(|(_, rest)| rest) != Some(host) =>
+        {
+            refuse(&format!(
+                "a POST from a page of {origin} is not accepted by this listener ({host})"
+            ))
+        }
+        _ => None,
     }
 }
 

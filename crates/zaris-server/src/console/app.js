@@ -62,7 +62,8 @@ class ApiError extends Error {
 }
 
 async function api(path, method) {
-  const headers = {};
+  // Actions carry X-Zaris-Action: the server refuses a POST without it (cross-site requests).
+  const headers = method === "POST" ? { "X-Zaris-Action": "1" } : {};
   const token = sessionStorage.getItem("zaris-token");
   if (token) headers.Authorization = `Bearer ${token}`;
   const response = await fetch(`/api/v1/${path}`, { method: method || "GET", headers });

@@ -118,10 +118,7 @@ fn with_lease(id: LeaseId) -> PutOptions {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tenants_cannot_touch_each_others_leases_keys_or_locks_and_an_admin_can() {
-    let mut cluster = TestCluster::start_configured(3, |config| {
-        config.http_listen = Some("127.0.0.1:0".parse().expect("addr"));
-    })
-    .await;
+    let mut cluster = crate::console_api::with_http(3).await;
     let open = cluster.client(&[1, 2, 3]).await;
     // Before auth is enabled anyone may manage users; the tokens are made here.
     let root = add_user(&open, "root", true).await;

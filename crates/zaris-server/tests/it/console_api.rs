@@ -17,7 +17,11 @@ pub async fn call(
     authorization: Option<&str>,
 ) -> (u16, Value) {
     let mut socket = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let auth = authorization.map_or(String::new(), |value| format!("Authorization: {value}\r\n"));
+    let mut auth =
+        authorization.map_or(String::new(), |value| format!("Authorization: {value}\r\n"));
+    if method == "POST" {
+        auth.push_str("X-Zaris-Action: 1\r\n");
+    }
     let request = format!(
         "{method} {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Content-Length: 0\r\n\
          Connection: close\r\n\r\n"
@@ -40,6 +44,14 @@ pub async fn call(
     (status, body)
 }
 
+/// `size` nodes, each serving `--http` on a port the OS picks (`NodeHandle::http_addr`).
+pub async fn with_http(size: u64) -> TestCluster {
+    TestCluster::start_configured(size, |config| {
+        config.http_listen = Some("127.0.0.1:0".parse().expect("addr"));
+    })
+    .await
+}
+
 pub async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, Value) {
     call(addr, "GET", path, None).await
 }
@@ -50,10 +62,7 @@ pub fn error_code(body: &Value) -> &str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_member_answers_the_json_api_through_the_leader() {
-    let cluster = TestCluster::start_configured(3, |config| {
-        config.http_listen = Some("127.0.0.1:0".parse().expect("addr"));
-    })
-    .await;
+    let cluster = with_http(3).await;
     let leader = cluster.leader().await;
     let follower = cluster.followers(leader)[0];
     let http = |id: u64| cluster.node(id).http_addr.expect("http address");
@@ -189,8 +198,31 @@ async fn every_member_answers_the_json_api_through_the_leader() {
         "{body}"
     );
 
-    // Revoking through a follower ends the lease on the leader: its keys go, its lock passes on.
+    // A POST another site's page could make a browser send is refused: without the action
+    // header, or from another origin.
     let revoke = format!("/api/v1/leases/{}/revoke", holder.get());
+    for extra in ["", "X-Zaris-Action: 1\r\nOrigin: http://evil.example\r\n"] {
+        let mut socket = tokio::net::TcpStream::connect(http(follower))
+            .await
+            .expect("connect");
+        let request = format!(
+            "POST {revoke} HTTP/1.1\r\nHost: localhost\r\n{extra}Content-Length: 0\r\n\
+             Connection: close\r\n\r\n"
+        );
+        socket.write_all(request.as_bytes()).await.expect("write");
+        let mut response = String::new();
+        socket.read_to_string(&mut response).await.expect("read");
+        assert!(
+            response.starts_with("HTTP/1.1 403"),
+            "{extra:?}: {response}"
+        );
+    }
+    assert!(
+        client.get("svc/a").await.expect("get").is_some(),
+        "not revoked"
+    );
+
+    // Revoking through a follower ends the lease on the leader: its keys go, its lock passes on.
     let (status, revoked) = call(http(follower), "POST", &revoke, None).await;
     assert_eq!(status, 200, "{revoked}");
     assert_eq!(revoked["result"], "revoked");
@@ -209,10 +241,7 @@ async fn every_member_answers_the_json_api_through_the_leader() {
 /// hanging; once a new leader is elected it answers through that one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_answers_through_whichever_member_leads() {
-    let mut cluster = TestCluster::start_configured(3, |config| {
-        config.http_listen = Some("127.0.0.1:0".parse().expect("addr"));
-    })
-    .await;
+    let mut cluster = with_http(3).await;
     let first = cluster.leader().await;
     let follower = cluster.followers(first)[0];
     let http = cluster.node(follower).http_addr.expect("http address");
@@ -234,10 +263,7 @@ async fn a_follower_answers_through_whichever_member_leads() {
 /// the lease's id on an EXPIRE or REVOKE; a parameter it does not take is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_event_feed_streams_changes_under_its_prefix() {
-    let cluster = TestCluster::start_configured(3, |config| {
-        config.http_listen = Some("127.0.0.1:0".parse().expect("addr"));
-    })
-    .await;
+    let cluster = with_http(3).await;
     let leader = cluster.leader().await;
     let follower = cluster.followers(leader)[0];
     let http = cluster.node(follower).http_addr.expect("http address");

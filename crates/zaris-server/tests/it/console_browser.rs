@@ -12,7 +12,6 @@ use std::time::Duration;
 use fantoccini::{Client as Browser, ClientBuilder, Locator};
 use zaris_client::{LockOutcome, PutOptions};
 use zaris_core::LeaseId;
-use zaris_testkit::cluster::TestCluster;
 use zaris_testkit::eventually;
 
 /// A chromedriver process of this test's own, killed when dropped.
@@ -152,10 +151,7 @@ async fn the_console_shows_holders_queues_expiries_and_the_new_leader() {
     let Some(driver) = Driver::start().await else {
         return;
     };
-    let mut cluster = TestCluster::start_configured(3, |config| {
-        config.http_listen = Some("127.0.0.1:0".parse().expect("addr"));
-    })
-    .await;
+    let mut cluster = crate::console_api::with_http(3).await;
     let leader = cluster.leader().await;
     let client = cluster.client(&[1, 2, 3]).await;
 
