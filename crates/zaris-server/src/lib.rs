@@ -33,6 +33,7 @@ mod propose;
 mod renew;
 mod services;
 mod snapshot_schedule;
+mod stats;
 pub mod tls;
 mod watch;
 

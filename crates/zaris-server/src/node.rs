@@ -178,12 +178,14 @@ impl Node {
             config.watch_history_max_events,
             config.watch_history_max_bytes,
         ));
+        let apply_counts = Arc::new(crate::stats::ApplyCounts::default());
         let observer = Arc::new(NodeObserver {
             clock: clock.clone(),
             lessor: lessor.clone(),
             waiters: waiters.clone(),
             watch_hub: watch_hub.clone(),
             faults: faults.clone(),
+            counts: apply_counts.clone(),
         });
         let (log_store, sm_store) =
             zaris_raft::open(&config.data_dir, observer, config.limits.clone())
@@ -264,11 +266,17 @@ impl Node {
             election_timeout: DurationMs::new(config.election_timeout_ms),
         };
 
+        let stats = Arc::new(crate::stats::Stats::new(
+            apply_counts,
+            proposer.commit_latency(),
+        ));
+        tracker.spawn(crate::stats::run(stats.clone(), shutdown.clone()));
         let api = crate::api::Api::new(
             context.clone(),
             api_peers,
             cluster_id,
             Duration::from_millis(config.request_timeout_ms),
+            stats,
         );
 
         tracker.spawn(crate::snapshot_schedule::run(

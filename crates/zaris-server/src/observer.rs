@@ -9,6 +9,7 @@ use zaris_raft::ApplyObserver;
 use crate::clock::Clock;
 use crate::locks::LockWaiters;
 use crate::metrics as m;
+use crate::stats::ApplyCounts;
 use crate::watch::WatchHub;
 
 #[derive(Debug)]
@@ -19,6 +20,8 @@ pub struct NodeObserver {
     pub watch_hub: Arc<WatchHub>,
     /// `early-expiry` shortens the TTLs the lessor counts.
     pub faults: Arc<crate::faults::FaultConfig>,
+    /// Grants, renewals and ends applied, for the console's charts.
+    pub counts: Arc<crate::stats::ApplyCounts>,
 }
 
 impl NodeObserver {
@@ -58,11 +61,15 @@ fn rejection_reason(rejection: &Rejection) -> &'static str {
     }
 }
 
-fn count_response(response: &zaris_core::Response, fresh: bool) {
+fn count_response(response: &zaris_core::Response, fresh: bool, counts: &ApplyCounts) {
     match response {
-        Ok(Outcome::Granted { .. }) if fresh => metrics::counter!(m::LEASES_GRANTED).increment(1),
+        Ok(Outcome::Granted { .. }) if fresh => {
+            metrics::counter!(m::LEASES_GRANTED).increment(1);
+            ApplyCounts::add(&counts.grants, 1);
+        }
         Ok(Outcome::Renewed { renewed, .. }) if fresh => {
-            metrics::counter!(m::LEASE_RENEWALS).increment(renewed.len() as u64)
+            metrics::counter!(m::LEASE_RENEWALS).increment(renewed.len() as u64);
+            ApplyCounts::add(&counts.renewals, renewed.len() as u64);
         }
         Err(rejection) => {
             metrics::counter!(m::REQUESTS_REJECTED, "reason" => rejection_reason(rejection))
@@ -91,6 +98,12 @@ impl ApplyObserver for NodeObserver {
                 self.waiters.lease_ended(*id);
                 let cause = if *expired { "expired" } else { "revoked" };
                 metrics::counter!(m::LEASES_ENDED, "cause" => cause).increment(1);
+                let ended = if *expired {
+                    &self.counts.expiries
+                } else {
+                    &self.counts.revocations
+                };
+                ApplyCounts::add(ended, 1);
             }
         }
         for effect in &applied.effects.locks {
@@ -105,10 +118,10 @@ impl ApplyObserver for NodeObserver {
         match &applied.response {
             Ok(Outcome::Batch(responses)) => {
                 for response in responses {
-                    count_response(response, fresh);
+                    count_response(response, fresh, &self.counts);
                 }
             }
-            response => count_response(response, fresh),
+            response => count_response(response, fresh, &self.counts),
         }
     }
 

@@ -22,6 +22,8 @@ pub struct Proposer {
     timeout: Duration,
     /// Where batchable client writes go (`batch.rs`); `None`: every request is its own entry.
     batcher: Option<WriteBatcher>,
+    /// Propose-to-applied time of every entry proposed here, for the console's chart.
+    commit_latency: std::sync::Arc<crate::stats::CommitLatency>,
 }
 
 impl Proposer {
@@ -32,7 +34,13 @@ impl Proposer {
             cluster_id,
             timeout,
             batcher: None,
+            commit_latency: std::sync::Arc::default(),
         }
+    }
+
+    /// Propose-to-applied times of this proposer's entries (shared with its batcher's).
+    pub fn commit_latency(&self) -> std::sync::Arc<crate::stats::CommitLatency> {
+        self.commit_latency.clone()
     }
 
     /// This proposer, sending puts, grants and lock calls through a [`WriteBatcher`] with
@@ -75,10 +83,14 @@ impl Proposer {
 
     /// Proposes `request` as one entry of its own (no batcher, no metrics: the caller counts).
     pub(crate) async fn propose_entry(&self, request: Request) -> Result<Reply, ApiError> {
+        let started = std::time::Instant::now();
         let write = self.raft.client_write(Proposal(request));
         match tokio::time::timeout(self.timeout, write).await {
             Err(_) => Err(ApiError::Timeout { proposed: true }),
-            Ok(Ok(response)) => Ok(response.data),
+            Ok(Ok(response)) => {
+                self.commit_latency.record(started.elapsed());
+                Ok(response.data)
+            }
             Ok(Err(error)) => Err(ApiError::from_write_error(error, self.node_id, self.term())),
         }
     }

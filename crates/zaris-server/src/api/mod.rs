@@ -168,6 +168,8 @@ pub struct Api {
     forward_timeout: Duration,
     /// Event feeds being served ([`events::MAX_EVENT_STREAMS`]).
     event_streams: std::sync::Arc<tokio::sync::Semaphore>,
+    /// The last minutes' rates and commit latency (`stats.rs`).
+    stats: std::sync::Arc<crate::stats::Stats>,
 }
 
 impl std::fmt::Debug for Api {
@@ -184,8 +186,10 @@ impl Api {
         peers: NetworkFactory,
         cluster_id: u64,
         request_timeout: Duration,
+        stats: std::sync::Arc<crate::stats::Stats>,
     ) -> Self {
         Api {
+            stats,
             cluster: ClusterService::new(context.clone()),
             context,
             peers,
@@ -260,6 +264,13 @@ impl Api {
                     .status(as_caller(StatusRequest {}, caller, credential))
                     .await?;
                 Ok(views::node(&status.into_inner()))
+            }
+            Route::Stats => {
+                let revision = self.context.state.read(|d| d.state.last_applied());
+                Ok(views::stats(
+                    &self.stats.samples(),
+                    &self.context.proposer.header(revision),
+                ))
             }
             Route::Cluster => {
                 let status = self

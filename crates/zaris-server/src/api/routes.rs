@@ -43,6 +43,8 @@ pub enum Route {
     Node,
     /// `GET /api/v1/cluster`: the members as the Raft leader sees them (lag, last contact).
     Cluster,
+    /// `GET /api/v1/stats`: the leader's last five minutes of rates and commit latency.
+    Stats,
     /// `GET /api/v1/leases?after=ID&limit=N`: leases by ascending id.
     Leases { after: u64, limit: u64 },
     /// `GET /api/v1/leases/ID`: one lease, with its keys and locks.
@@ -81,6 +83,7 @@ impl Route {
         let route = match (post, segments.as_slice()) {
             (false, ["node"]) => params.none(Route::Node)?,
             (false, ["cluster"]) => params.none(Route::Cluster)?,
+            (false, ["stats"]) => params.none(Route::Stats)?,
             (false, ["leases"]) => {
                 params.only(&["after", "limit"])?;
                 Route::Leases {
@@ -224,6 +227,7 @@ mod tests {
     fn paths_and_parameters_make_routes() {
         assert_eq!(parse(false, "/api/v1/node", ""), Ok(Route::Node));
         assert_eq!(parse(false, "/api/v1/cluster/", ""), Ok(Route::Cluster));
+        assert_eq!(parse(false, "/api/v1/stats", ""), Ok(Route::Stats));
         assert_eq!(
             parse(false, "/api/v1/leases", ""),
             Ok(Route::Leases {

@@ -110,6 +110,18 @@ pub fn cluster(status: &StatusResponse, metrics: &RaftMetrics<TypeConfig>) -> Va
     )
 }
 
+/// The leader's samples: lease grants, renewals, expiries and revocations applied per second
+/// (the cluster's, as every member applies every entry) and its mean commit latency.
+pub fn stats(samples: &[crate::stats::Sample], answered: &ResponseHeader) -> Value {
+    with_header(
+        json!({
+            "interval_ms": crate::stats::SAMPLE_INTERVAL.as_millis() as u64,
+            "samples": samples,
+        }),
+        Some(answered),
+    )
+}
+
 pub fn leases(page: &LeaseListResponse) -> Value {
     let leases: Vec<Value> = page
         .leases

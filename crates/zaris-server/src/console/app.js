@@ -81,8 +81,44 @@ function params() {
 
 // ---- pages ----
 
+// A small line chart of the last five minutes (150 samples, newest at the right edge).
+const SAMPLE_SLOTS = 150;
+
+function chart(title, samples, field, unit) {
+  const values = samples.map((sample) => sample[field]);
+  const latest = values.length ? values[values.length - 1] : null;
+  const canvas = el("canvas", { width: 300, height: 70, "data-series": field });
+  const context = canvas.getContext("2d");
+  const present = values.filter((value) => value !== null);
+  const top = Math.max(1, ...present);
+  context.strokeStyle = "#d8dde2";
+  context.beginPath(); context.moveTo(0, 69.5); context.lineTo(300, 69.5); context.stroke();
+  context.strokeStyle = "#1f6feb";
+  context.lineWidth = 1.5;
+  context.beginPath();
+  let drawing = false;
+  values.forEach((value, i) => {
+    if (value === null) { drawing = false; return; }
+    const x = 300 - (values.length - 1 - i) * (300 / (SAMPLE_SLOTS - 1));
+    const y = 67 - (value / top) * 62;
+    if (drawing) context.lineTo(x, y); else context.moveTo(x, y);
+    drawing = true;
+  });
+  context.stroke();
+  if (latest !== null) {
+    context.fillStyle = "#1f6feb";
+    context.fillRect(297, 67 - (latest / top) * 62 - 2, 3, 4);
+  }
+  const shown = (value) => (value >= 100 ? value.toFixed(0) : value.toFixed(1));
+  return el("div", { class: "chart" },
+    el("div", { class: "chart-title" }, title, " ",
+      el("strong", { class: "chart-latest", "data-series": field }, latest === null ? "—" : `${shown(latest)} ${unit}`),
+      el("span", { class: "empty" }, ` (max ${shown(top)})`)),
+    canvas);
+}
+
 async function clusterPage() {
-  const [cluster, node] = await Promise.all([api("cluster"), api("node")]);
+  const [cluster, node, stats] = await Promise.all([api("cluster"), api("node"), api("stats")]);
   const rows = cluster.members.map((m) => el("tr", { class: m.role === "leader" ? "leader" : null, "data-member": m.id },
     el("td", {}, String(m.id), " ", m.role === "leader" ? el("span", { class: "badge leader" }, "leader") : null),
     el("td", {}, m.role), el("td", {}, el("code", {}, m.address)), el("td", {}, m.voter ? "voter" : "learner"),
@@ -95,6 +131,13 @@ async function clusterPage() {
       el("dt", {}, "term"), el("dd", {}, cluster.term),
       el("dt", {}, "commit / applied index"), el("dd", {}, `${cluster.commit_index} / ${cluster.applied_index}`),
       el("dt", {}, "this console's node"), el("dd", {}, `node ${node.id} (${node.role}, applied ${node.applied_index})`)),
+    el("h2", {}, `The last five minutes (leader's view, every ${stats.interval_ms / 1000} s)`),
+    el("div", { class: "charts" },
+      chart("grants", stats.samples, "grants_per_s", "/s"),
+      chart("renewals", stats.samples, "renewals_per_s", "/s"),
+      chart("expiries", stats.samples, "expiries_per_s", "/s"),
+      chart("revocations", stats.samples, "revocations_per_s", "/s"),
+      chart("commit latency", stats.samples, "commit_ms", "ms")),
     el("h2", {}, "Members"),
     table([["id"], ["role"], ["client address"], ["kind"], ["matched index", "num"], ["lag", "num"], ["last contact", "num"]],
       rows, "no members"),

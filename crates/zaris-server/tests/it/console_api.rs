@@ -155,6 +155,27 @@ async fn every_member_answers_the_json_api_through_the_leader() {
         assert!(row["last_contact_ms"].as_u64().is_some(), "{row}");
     }
 
+    // The leader's last minutes: the grants and its commit latency show within a sample or two.
+    let (status, stats) = get(http(follower), "/api/v1/stats").await;
+    assert_eq!(status, 200, "{stats}");
+    assert_eq!(stats["answered_by"], leader);
+    assert_eq!(stats["interval_ms"], 2_000);
+    zaris_testkit::eventually(
+        "a sample with the grants",
+        Duration::from_secs(10),
+        || async {
+            let (_, stats) = get(http(follower), "/api/v1/stats").await;
+            stats["samples"].as_array()?.iter().find(|sample| {
+                sample["grants_per_s"]
+                    .as_f64()
+                    .is_some_and(|rate| rate > 0.0)
+                    && sample["commit_ms"].as_f64().is_some_and(|ms| ms > 0.0)
+            })?;
+            Some(())
+        },
+    )
+    .await;
+
     // `node` is the answering member's own view, never forwarded.
     let (_, node) = get(http(follower), "/api/v1/node").await;
     assert_eq!(node["id"], follower);

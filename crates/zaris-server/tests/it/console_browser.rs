@@ -215,6 +215,23 @@ async fn the_console_shows_holders_queues_expiries_and_the_new_leader() {
         .await
         .expect("member rows");
     assert_eq!(rows.len(), 3);
+    let charts = browser
+        .find_all(Locator::Css(".charts canvas"))
+        .await
+        .expect("charts");
+    assert_eq!(
+        charts.len(),
+        5,
+        "grants, renewals, expiries, revocations, commit latency"
+    );
+    // The keeper's renewals show in the renewals chart within a sample or two.
+    wait_for_text(
+        &browser,
+        "strong.chart-latest[data-series=\"renewals_per_s\"]",
+        "renewals in the chart",
+        |t| t.ends_with("/s") && t != "0.0 /s",
+    )
+    .await;
     screenshot(&browser, "cluster").await;
 
     browser
