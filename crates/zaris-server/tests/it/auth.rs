@@ -267,6 +267,23 @@ async fn tenants_cannot_touch_each_others_leases_keys_or_locks_and_an_admin_can(
     let (status, body) =
         crate::console_api::call(http, "GET", "/api/v1/leases", Some("Bearer wrong")).await;
     assert_eq!(status, 401, "{body}");
+    // The event feed is checked as a gRPC watch is, by the member that serves it (here the
+    // leader, which refuses rather than redirects): B may not read A's keys, anonymous nothing.
+    let leader_http = cluster.node(leader).http_addr.expect("http address");
+    let (status, body) = crate::console_api::call(
+        leader_http,
+        "GET",
+        "/api/v1/events?prefix=a%2F",
+        Some(&bearer_b),
+    )
+    .await;
+    assert_eq!(
+        (status, crate::console_api::error_code(&body)),
+        (403, "PERMISSION_DENIED"),
+        "{body}"
+    );
+    let (status, body) = crate::console_api::get(leader_http, "/api/v1/events").await;
+    assert_eq!(status, 401, "{body}");
 
     // Locks too: B may not read A's lock, so B's lock list leaves it out; the admin's has it.
     let b_locks = b.lock_list("", "", 0).await.expect("b lists locks");
