@@ -122,12 +122,12 @@ fn credential(
     let Some(value) = metadata.get(AUTHORIZATION_HEADER) else {
         return Ok(verified_name.map_or(Credential::Anonymous, Credential::Certificate));
     };
-    bearer_credential(value.as_bytes())
+    bearer_token_sha256(value.as_bytes()).map(Credential::Token)
 }
 
-/// The credential an `authorization` value (gRPC metadata or HTTP header) carries: a bearer
-/// token, or UNAUTHENTICATED saying what is wrong with it.
-pub fn bearer_credential(value: &[u8]) -> Result<Credential, ApiError> {
+/// The SHA-256 of the bearer token an `authorization` value (gRPC metadata or HTTP header)
+/// carries, or UNAUTHENTICATED saying what is wrong with it.
+pub fn bearer_token_sha256(value: &[u8]) -> Result<[u8; 32], ApiError> {
     let bad = |why: &str| {
         ApiError::Unauthenticated(format!(
             "malformed authorization metadata: {why}; send `authorization: Bearer <token>`"
@@ -148,7 +148,7 @@ pub fn bearer_credential(value: &[u8]) -> Result<Credential, ApiError> {
     if token.is_empty() {
         return Err(bad("empty token"));
     }
-    Ok(Credential::Token(token_sha256(token)))
+    Ok(token_sha256(token))
 }
 
 /// What the cluster stores of a token.

@@ -102,11 +102,7 @@ fn console(body: &'static str, content_type: &'static str) -> Response {
 /// One JSON API call: GET or POST, credential from `Authorization: Bearer <token>`.
 async fn api_call(api: &Api, method: &Method, uri: &Uri, headers: &HeaderMap) -> Response {
     let reply = if method != Method::GET && method != Method::POST {
-        ApiReply {
-            status: 405,
-            body: r#"{"error":{"code":"INVALID_ARGUMENT","message":"use GET, or POST to act"}}"#
-                .into(),
-        }
+        ApiReply::error(405, "INVALID_ARGUMENT", "use GET, or POST to act")
     } else if method == Method::POST
         && let Some(refusal) = cross_site(headers)
     {
@@ -166,13 +162,7 @@ pub const ACTION_HEADER: &str = "x-zaris-action";
 /// Why a POST is refused as possibly cross-site: without [`ACTION_HEADER`], or from a page
 /// whose `Origin` is not this listener's `Host`.
 fn cross_site(headers: &HeaderMap) -> Option<ApiReply> {
-    let refuse = |why: &str| {
-        Some(ApiReply {
-            status: 403,
-            body: serde_json::json!({"error": {"code": "PERMISSION_DENIED", "message": why}})
-                .to_string(),
-        })
-    };
+    let refuse = |why: &str| Some(ApiReply::error(403, "PERMISSION_DENIED", why));
     if !headers.contains_key(ACTION_HEADER) {
         return refuse(
             "a POST to the JSON API must carry the header `X-Zaris-Action: 1` (so that another \
@@ -197,17 +187,9 @@ fn forwarded_credential(headers: &HeaderMap) -> Result<ForwardedCredential, ApiR
     let Some(value) = headers.get(header::AUTHORIZATION) else {
         return Ok(ForwardedCredential::Anonymous);
     };
-    match crate::auth::bearer_credential(value.as_bytes()) {
-        Ok(zaris_core::auth::Credential::Token(sha256)) => Ok(ForwardedCredential::Token(sha256)),
-        Ok(_) => Ok(ForwardedCredential::Anonymous),
-        Err(error) => Err(ApiReply {
-            status: 401,
-            body: serde_json::json!({
-                "error": {"code": "UNAUTHENTICATED", "message": error.to_string()}
-            })
-            .to_string(),
-        }),
-    }
+    crate::auth::bearer_token_sha256(value.as_bytes())
+        .map(ForwardedCredential::Token)
+        .map_err(ApiReply::from)
 }
 
 async fn metrics() -> (StatusCode, String) {

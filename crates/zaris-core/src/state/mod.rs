@@ -102,6 +102,16 @@ pub struct LockInfo {
     pub waiters: Vec<LeaseId>,
 }
 
+/// What introspection reports of `lock`, listing its first `max_waiters` waiters.
+fn lock_info(name: &str, lock: &Lock, max_waiters: usize) -> LockInfo {
+    LockInfo {
+        name: name.to_owned(),
+        holder: lock.holder.lease,
+        token: lock.holder.token,
+        waiters: lock.waiters.iter().take(max_waiters).copied().collect(),
+    }
+}
+
 /// The result of a range read.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RangeResult {
@@ -611,12 +621,9 @@ impl State {
     }
 
     pub fn lock(&self, name: &str) -> Option<LockInfo> {
-        self.locks.get(name).map(|lock| LockInfo {
-            name: name.to_string(),
-            holder: lock.holder.lease,
-            token: lock.holder.token,
-            waiters: lock.waiters.iter().copied().collect(),
-        })
+        self.locks
+            .get(name)
+            .map(|lock| lock_info(name, lock, usize::MAX))
     }
 
     pub fn locks(&self) -> Vec<LockInfo> {
@@ -645,15 +652,7 @@ impl State {
             .take_while(|(name, _)| name.starts_with(prefix))
             .filter(|(name, _)| include(name))
             .take(limit)
-            .map(|(name, lock)| {
-                let info = LockInfo {
-                    name: name.clone(),
-                    holder: lock.holder.lease,
-                    token: lock.holder.token,
-                    waiters: lock.waiters.iter().take(max_waiters).copied().collect(),
-                };
-                (info, lock.waiters.len())
-            })
+            .map(|(name, lock)| (lock_info(name, lock, max_waiters), lock.waiters.len()))
             .collect()
     }
 

@@ -14,6 +14,7 @@ use zaris_core::auth::{Credential, Need};
 use zaris_core::{Event, EventKind, KeySelector, Revision};
 
 use super::ApiReply;
+use crate::error::ApiError;
 use crate::services::NodeContext;
 
 /// Event streams one member serves at once: each holds a task and a reader of the history.
@@ -30,28 +31,17 @@ pub fn open(
     credential: &Credential,
     query: &str,
 ) -> Result<impl Stream<Item = Result<SseEvent, Infallible>> + use<>, ApiReply> {
-    let prefix = prefix_of(query)?;
-    let limits = context
-        .limits()
-        .map_err(|e| ApiReply::from_status(&e.into()))?;
-    if prefix.len() > limits.max_key_bytes as usize {
-        return Err(ApiReply::error(
-            400,
-            "LIMIT_EXCEEDED",
-            &format!(
-                "limit max_key_bytes exceeded: {} > {}",
-                prefix.len(),
-                limits.max_key_bytes
-            ),
-        ));
+    let prefix = super::routes::events_prefix(query).map_err(|e| ApiReply::refused(&e))?;
+    let limits = context.limits()?;
+    let max_key_bytes = u64::from(limits.max_key_bytes);
+    if prefix.len() as u64 > max_key_bytes {
+        return Err(
+            ApiError::limit_exceeded("max_key_bytes", max_key_bytes, prefix.len() as u64).into(),
+        );
     }
-    let caller = context
-        .resolve(credential)
-        .map_err(|e| ApiReply::from_status(&e.into()))?;
+    let caller = context.resolve(credential)?;
     let selector = KeySelector::Prefix(prefix.clone().into_bytes());
-    context
-        .check_access(|auth| auth.check_keys(&caller, &selector, Need::Read))
-        .map_err(|e| ApiReply::from_status(&e.into()))?;
+    context.check_access(|auth| auth.check_keys(&caller, &selector, Need::Read))?;
     let permit = streams.clone().try_acquire_owned().map_err(|_| {
         ApiReply::error(
             429,
@@ -77,27 +67,6 @@ pub fn open(
         let event = feed.next_event().await?;
         Some((Ok(event), feed))
     }))
-}
-
-fn prefix_of(query: &str) -> Result<String, ApiReply> {
-    let mut prefix = String::new();
-    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
-        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-        if name != "prefix" {
-            return Err(ApiReply::error(
-                400,
-                "INVALID_ARGUMENT",
-                &format!("unknown query parameter {name:?}: this path takes prefix"),
-            ));
-        }
-        prefix = percent_encoding::percent_decode_str(&value.replace('+', " "))
-            .decode_utf8()
-            .map_err(|_| {
-                ApiReply::error(400, "INVALID_ARGUMENT", "prefix is not UTF-8 once decoded")
-            })?
-            .into_owned();
-    }
-    Ok(prefix)
 }
 
 struct Feed {
@@ -183,17 +152,4 @@ fn change(revision: Revision, event: &Event) -> SseEvent {
         })
         .to_string(),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_prefix_is_the_only_parameter() {
-        assert_eq!(prefix_of(""), Ok(String::new()));
-        assert_eq!(prefix_of("prefix=svc%2Fa+b"), Ok("svc/a b".into()));
-        assert_eq!(prefix_of("from=3").map_err(|e| e.status), Err(400));
-        assert_eq!(prefix_of("prefix=%FF").map_err(|e| e.status), Err(400));
-    }
 }

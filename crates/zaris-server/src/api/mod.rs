@@ -85,14 +85,14 @@ impl ApiReply {
     }
 
     /// `{"error": {"code": CODE, "message": ...}}`.
-    fn error(status: u16, code: &str, message: &str) -> Self {
+    pub(crate) fn error(status: u16, code: &str, message: &str) -> Self {
         ApiReply::json(
             status,
             &serde_json::json!({"error": {"code": code, "message": message}}),
         )
     }
 
-    fn refused(refusal: &Refusal) -> Self {
+    pub(crate) fn refused(refusal: &Refusal) -> Self {
         let code = if refusal.http_status == 404 {
             "NOT_FOUND"
         } else {
@@ -130,6 +130,12 @@ impl ApiReply {
             _ => 500,
         };
         ApiReply::error(http, &code, status.message())
+    }
+}
+
+impl From<ApiError> for ApiReply {
+    fn from(error: ApiError) -> Self {
+        ApiReply::from_status(&Status::from(error))
     }
 }
 
@@ -236,13 +242,13 @@ impl Api {
                 ApiError::NotLeader { leader_id, .. } if !forwarded => {
                     self.forward(leader_id, &call).await
                 }
-                other => ApiReply::from_status(&Status::from(other)),
+                other => ApiReply::from(other),
             };
         }
         let credential = Credential::from(call.credential);
         let caller = match self.context.resolve(&credential) {
             Ok(caller) => caller,
-            Err(error) => return ApiReply::from_status(&Status::from(error)),
+            Err(error) => return ApiReply::from(error),
         };
         match self.run(route, &caller, &credential).await {
             Ok(value) => ApiReply::json(200, &value),

@@ -122,6 +122,13 @@ impl Route {
     }
 }
 
+/// The `prefix` of `GET /api/v1/events?prefix=P` (empty: every key), its only parameter.
+pub fn events_prefix(query: &str) -> Result<String, Refusal> {
+    let params = Params::parse(query)?;
+    params.only(&["prefix"])?;
+    Ok(params.text("prefix").unwrap_or_default())
+}
+
 fn not_found(path: &str) -> Refusal {
     Refusal::not_found(format!(
         "no such API path: {path} (see docs/api.md, \"JSON API\")"
@@ -264,6 +271,17 @@ mod tests {
                 group: "workérs".into(),
                 limit: 5
             })
+        );
+    }
+
+    #[test]
+    fn the_event_feed_takes_a_prefix_only() {
+        assert_eq!(events_prefix(""), Ok(String::new()));
+        assert_eq!(events_prefix("prefix=svc%2Fa+b"), Ok("svc/a b".into()));
+        assert_eq!(events_prefix("from=3").map_err(|e| e.http_status), Err(400));
+        assert_eq!(
+            events_prefix("prefix=%FF").map_err(|e| e.http_status),
+            Err(400)
         );
     }
 
