@@ -79,8 +79,8 @@ pub struct Sample {
 /// The counters and the samples taken of them.
 #[derive(Debug, Default)]
 pub struct Stats {
-    pub applied: Arc<ApplyCounts>,
-    pub commit: Arc<CommitLatency>,
+    applied: Arc<ApplyCounts>,
+    commit: Arc<CommitLatency>,
     samples: Mutex<VecDeque<Sample>>,
 }
 
