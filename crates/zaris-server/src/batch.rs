@@ -3,7 +3,8 @@
 //! replication round on every node instead of one each.
 //!
 //! A batch forms only under load: a request goes out alone at once while one of `inflight`
-//! pipeline slots is free, so a lone client waits for nothing. While every slot is busy, requests
+//! pipeline slots is free and nothing is queued, proposed by its caller's own task
+//! (`group_commit::slot_for_caller`), so a lone client waits for nothing. While every slot is busy, requests
 //! queue, and the next free slot takes all of them that fit into one entry: at most
 //! [`MAX_BATCH_REQUESTS`] requests and [`MAX_BATCH_BYTES`] bytes, no two touching the same key,
 //! lease or lock (every request of an entry takes its revision, [`Command::batching`]). The
@@ -22,7 +23,7 @@ use zaris_core::{Batching, Command, MAX_BATCH_REQUESTS, Outcome, Request};
 use zaris_raft::Reply;
 
 use crate::error::ApiError;
-use crate::group_commit::next_batch_start;
+use crate::group_commit::{next_batch_start, slot_for_caller};
 use crate::metrics as m;
 use crate::propose::Proposer;
 
@@ -92,6 +93,10 @@ fn request_bytes(command: &Command) -> usize {
 #[derive(Clone, Debug)]
 pub struct WriteBatcher {
     tx: mpsc::Sender<Pending>,
+    /// The pipeline slots, shared with the batcher task.
+    inflight: Arc<Semaphore>,
+    /// Proposes directly, for a caller that takes a free slot itself.
+    direct: Arc<Proposer>,
 }
 
 impl WriteBatcher {
@@ -103,19 +108,28 @@ impl WriteBatcher {
         shutdown: CancellationToken,
     ) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
+        let inflight = Arc::new(Semaphore::new(inflight.max(1)));
         tracker.spawn(run(
             rx,
-            proposer,
-            Arc::new(Semaphore::new(inflight.max(1))),
+            proposer.clone(),
+            inflight.clone(),
             tracker.clone(),
             shutdown,
         ));
-        WriteBatcher { tx }
+        WriteBatcher {
+            tx,
+            inflight,
+            direct: Arc::new(proposer),
+        }
     }
 
-    /// Proposes `request` (batchable: [`Command::batching`] is not `Alone`) in the next batch and
-    /// waits until its entry is applied.
+    /// Proposes `request` (batchable: [`Command::batching`] is not `Alone`), alone if a pipeline
+    /// slot is free and nothing is queued, else in the next batch, and waits until its entry is
+    /// applied.
     pub async fn propose(&self, request: Request) -> Result<Reply, ApiError> {
+        if let Some(_slot) = slot_for_caller(&self.inflight, &self.tx) {
+            return self.direct.propose_entry(request).await;
+        }
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Pending::new(request, reply))

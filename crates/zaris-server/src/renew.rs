@@ -15,7 +15,7 @@ use zaris_core::{Command, DurationMs, LeaseId, Outcome, Request, Response, Revis
 use zaris_raft::StateHandle;
 
 use crate::error::ApiError;
-use crate::group_commit::next_batch_start;
+use crate::group_commit::{next_batch_start, slot_for_caller};
 use crate::metrics as m;
 use crate::propose::Proposer;
 
@@ -79,6 +79,10 @@ struct Pending {
 #[derive(Clone, Debug)]
 pub struct RenewBatcher {
     tx: mpsc::Sender<Pending>,
+    /// The pipeline slots, shared with the batcher task.
+    inflight: Arc<Semaphore>,
+    /// Proposes a caller's renewal that takes a free slot itself.
+    direct: Proposer,
     /// `renew-ack-before-commit` answers before the Renew commits.
     early_ack: Option<(Proposer, StateHandle, TaskTracker)>,
 }
@@ -96,16 +100,19 @@ impl RenewBatcher {
     ) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
         let batcher_tracker = tracker.clone();
+        let inflight = Arc::new(Semaphore::new(inflight.max(1)));
         tracker.spawn(run(
             rx,
-            proposer,
+            proposer.clone(),
             state,
-            Arc::new(Semaphore::new(inflight.max(1))),
+            inflight.clone(),
             batcher_tracker,
             shutdown,
         ));
         RenewBatcher {
             tx,
+            inflight,
+            direct: proposer,
             early_ack: None,
         }
     }
@@ -121,10 +128,14 @@ impl RenewBatcher {
         self
     }
 
-    /// Renews `ids` (already validated: non-empty, within the batch limit) in the next batch.
+    /// Renews `ids` (already validated: non-empty, within the batch limit): alone if a pipeline
+    /// slot is free and nothing is queued, else in the next batch.
     pub async fn renew(&self, ids: Vec<LeaseId>) -> Result<Renewal, ApiError> {
         if let Some(early) = self.ack_early(&ids) {
             return early;
+        }
+        if let Some(_slot) = slot_for_caller(&self.inflight, &self.tx) {
+            return propose_renew(&self.direct, ids).await;
         }
         let (reply, rx) = oneshot::channel();
         self.tx
@@ -208,21 +219,24 @@ async fn run(
 }
 
 async fn propose_batch(proposer: &Proposer, batch: Vec<Pending>) {
-    let mut ids: Vec<LeaseId> = batch.iter().flat_map(|p| p.ids.iter().copied()).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    metrics::counter!(m::RENEW_BATCHES).increment(1);
-    let result = proposer
-        .propose(Request::new(Command::Renew { ids }))
-        .await
-        .and_then(|reply| {
-            let renewals = Renewals::from_response(&reply.response)?;
-            Ok(Renewal {
-                revision: reply.revision,
-                renewals: Arc::new(renewals),
-            })
-        });
+    let ids: Vec<LeaseId> = batch.iter().flat_map(|p| p.ids.iter().copied()).collect();
+    let result = propose_renew(proposer, ids).await;
     for pending in batch {
         let _ = pending.reply.send(result.clone());
     }
+}
+
+/// Proposes one Renew of `ids` (duplicates renew once) and waits until it is applied.
+async fn propose_renew(proposer: &Proposer, mut ids: Vec<LeaseId>) -> Result<Renewal, ApiError> {
+    ids.sort_unstable();
+    ids.dedup();
+    metrics::counter!(m::RENEW_BATCHES).increment(1);
+    let reply = proposer
+        .propose(Request::new(Command::Renew { ids }))
+        .await?;
+    let renewals = Renewals::from_response(&reply.response)?;
+    Ok(Renewal {
+        revision: reply.revision,
+        renewals: Arc::new(renewals),
+    })
 }
