@@ -5,6 +5,7 @@
 //! Both clusters stay up during the workloads (an idle cluster costs a few heartbeats a second),
 //! so a workload's two runs are seconds apart. Failover runs last, on fresh clusters.
 
+mod cost;
 mod etcd;
 mod target;
 mod zaris;
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use tokio::sync::Mutex;
 
+use self::cost::{Cost, costed};
 use self::etcd::EtcdCluster;
 use self::target::{Renewer, Target};
 use self::zaris::ZarisCluster;
@@ -66,68 +68,69 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
         args.seconds
     );
     let wants = |key: &str| args.workloads.iter().any(|w| w == key);
+    let (zpids, epids) = (zaris_cluster.pids(), etcd_cluster.pids());
     let mut rows = Vec::new();
     let result = async {
         if wants("put1") {
             rows.push(throughput_row(
                 "put with lease, 1 client",
                 "≥ 2",
-                puts(&z, 1, seconds).await?,
-                puts(&e, 1, seconds).await?,
+                costed(&zpids, puts(&z, 1, seconds)).await?,
+                costed(&epids, puts(&e, 1, seconds)).await?,
             ));
         }
         if wants("put16") {
             rows.push(throughput_row(
                 "put with lease, 16 clients",
                 "≥ 3",
-                puts(&z, 16, seconds).await?,
-                puts(&e, 16, seconds).await?,
+                costed(&zpids, puts(&z, 16, seconds)).await?,
+                costed(&epids, puts(&e, 16, seconds)).await?,
             ));
         }
         if wants("grant16") {
             rows.push(throughput_row(
                 "lease grant, 16 clients",
                 "≥ 3",
-                grants(&z, 16, seconds).await?,
-                grants(&e, 16, seconds).await?,
+                costed(&zpids, grants(&z, 16, seconds)).await?,
+                costed(&epids, grants(&e, 16, seconds)).await?,
             ));
         }
         if wants("keepalive8x64") {
             rows.push(throughput_row(
                 "keepalive, 8 streams × 64 in flight",
                 "≥ 1",
-                keepalives(&z, 8, 64, seconds).await?,
-                keepalives(&e, 8, 64, seconds).await?,
+                costed(&zpids, keepalives(&z, 8, 64, seconds)).await?,
+                costed(&epids, keepalives(&e, 8, 64, seconds)).await?,
             ));
         }
         if wants("keepalive64x1") {
             rows.push(throughput_row(
                 "keepalive, 64 streams × 1 in flight",
                 "≥ 1.5",
-                keepalives(&z, 64, 1, seconds).await?,
-                keepalives(&e, 64, 1, seconds).await?,
+                costed(&zpids, keepalives(&z, 64, 1, seconds)).await?,
+                costed(&epids, keepalives(&e, 64, 1, seconds)).await?,
             ));
         }
         if wants("lock4") {
             rows.push(throughput_row(
                 "lock + unlock, 4 clients / 4 locks",
                 "≥ 2",
-                locks(&z, 4, 4, seconds).await?,
-                locks(&e, 4, 4, seconds).await?,
+                costed(&zpids, locks(&z, 4, 4, seconds)).await?,
+                costed(&epids, locks(&e, 4, 4, seconds)).await?,
             ));
         }
         if wants("lock16") {
             rows.push(throughput_row(
                 "lock + unlock, 16 clients / 4 locks",
                 "keep ≈ 7",
-                locks(&z, 16, 4, seconds).await?,
-                locks(&e, 16, 4, seconds).await?,
+                costed(&zpids, locks(&z, 16, 4, seconds)).await?,
+                costed(&epids, locks(&e, 16, 4, seconds)).await?,
             ));
         }
         if wants("populate") {
             let count = args.compare_leases;
-            let zp = populate(&z, count).await?;
-            let ep = populate(&e, count).await?;
+            let zp = costed(&zpids, populate(&z, count)).await?;
+            let ep = costed(&epids, populate(&e, count)).await?;
             rows.push(throughput_row(
                 &format!("populate {count} leases with a key each"),
                 "≥ 3",
@@ -173,20 +176,31 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn throughput_row(workload: &str, target: &'static str, zaris: Sample, etcd: Sample) -> Row {
+/// A throughput row; its detail also says what a request cost each cluster's processes (all
+/// three nodes: CPU time and context switches, the workload's setup included).
+fn throughput_row(
+    workload: &str,
+    target: &'static str,
+    (zaris, zaris_cost): (Sample, Cost),
+    (etcd, etcd_cost): (Sample, Cost),
+) -> Row {
     println!(
         "{workload}: zaris {:.0}/s, etcd {:.0}/s",
         zaris.rate(),
         etcd.rate()
     );
     let detail = format!(
-        "p50 {:.1} / {:.1} ms, p99 {:.1} / {:.1} ms; failed {} / {}",
+        "p50 {:.1} / {:.1} ms, p99 {:.1} / {:.1} ms; failed {} / {}; per request: CPU {:.0} / {:.0} µs, context switches {:.1} / {:.1}",
         ms(zaris.percentile(0.5)),
         ms(etcd.percentile(0.5)),
         ms(zaris.percentile(0.99)),
         ms(etcd.percentile(0.99)),
         zaris.failed,
-        etcd.failed
+        etcd.failed,
+        zaris_cost.cpu_us_per(&zaris),
+        etcd_cost.cpu_us_per(&etcd),
+        zaris_cost.switches_per(&zaris),
+        etcd_cost.switches_per(&etcd),
     );
     Row {
         workload: workload.to_owned(),
