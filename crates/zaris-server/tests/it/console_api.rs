@@ -288,6 +288,14 @@ async fn the_event_feed_streams_changes_under_its_prefix() {
     let leader = cluster.leader().await;
     let follower = cluster.followers(leader)[0];
     let http = cluster.node(follower).http_addr.expect("http address");
+    // A follower that has not applied the cluster's first entries answers 503 (still
+    // initializing): wait until every member has applied a write.
+    let client = cluster.client(&[1, 2, 3]).await;
+    let warm = client
+        .put("warm", "1", PutOptions::default())
+        .await
+        .expect("put");
+    cluster.wait_applied(warm.revision).await;
     let (status, body) = get(http, "/api/v1/events?from=1").await;
     assert_eq!(
         (status, error_code(&body)),
@@ -311,7 +319,6 @@ async fn the_event_feed_streams_changes_under_its_prefix() {
         assert!(n > 0, "the feed ended: {seen}");
         seen.push_str(&String::from_utf8_lossy(&buffer[..n]));
     }
-    let client = cluster.client(&[1, 2, 3]).await;
     let lease = client
         .grant(Duration::from_secs(60))
         .await
