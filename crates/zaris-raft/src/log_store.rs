@@ -5,6 +5,7 @@ use std::fmt::Debug;
 use std::io;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use openraft::storage::{IOFlushed, RaftLogStorage};
@@ -101,27 +102,48 @@ const PENDING_FLUSHES: usize = 1_024;
 /// Plain threads, not tasks: with sled's `flush_async` (a hop to sled's thread pool and back)
 /// and a blocking task for the fsync, one append woke six threads or tasks on its way to the
 /// disk and back, and on this path most of a node's CPU went to waking and switching threads
-/// (perf: a third of the samples in `finish_task_switch`). Now an append wakes the flusher, the
-/// flusher the syncer, and the syncer openraft.
+/// (perf: a third of the samples in `finish_task_switch`). Now an append wakes the flusher, which
+/// writes it (sled's flush writes on the calling thread: `third_party/sled`) and, when no other
+/// append waits and no earlier batch is still being synced, fsyncs it too before it wakes
+/// openraft; only under load does the syncer take the fsync, so the next flush overlaps it.
 fn start_flusher(
     db: Weak<sled::Db>,
     disk: Arc<DiskSync>,
     pending: mpsc::Receiver<IOFlushed<TypeConfig>>,
 ) -> io::Result<()> {
     let (flushed, to_sync) = std::sync::mpsc::channel();
+    let syncing = Arc::new(AtomicUsize::new(0));
+    let syncer = SyncStage {
+        disk,
+        syncing: syncing.clone(),
+    };
+    let inline = SyncStage {
+        disk: syncer.disk.clone(),
+        syncing,
+    };
     std::thread::Builder::new()
         .name("zaris-log-sync".into())
-        .spawn(move || sync_loop(&disk, &to_sync))?;
+        .spawn(move || sync_loop(&syncer, &to_sync))?;
     std::thread::Builder::new()
         .name("zaris-log-flush".into())
-        .spawn(move || flush_loop(&db, pending, &flushed))?;
+        .spawn(move || flush_loop(&db, pending, &inline, &flushed))?;
     Ok(())
 }
 
-/// The first stage of [`start_flusher`]: sled's flush (its write and `sync_file_range`).
+/// The fsync stage's state, shared by the flusher and the syncer.
+struct SyncStage {
+    disk: Arc<DiskSync>,
+    /// Batches handed to the syncer and not completed yet. The flusher fsyncs a batch itself only
+    /// when this is 0, so callbacks still complete in append order.
+    syncing: Arc<AtomicUsize>,
+}
+
+/// The first stage of [`start_flusher`]: sled's flush (its write and `sync_file_range`), and the
+/// fsync too when nothing else waits.
 fn flush_loop(
     db: &Weak<sled::Db>,
     mut pending: mpsc::Receiver<IOFlushed<TypeConfig>>,
+    stage: &SyncStage,
     flushed: &std::sync::mpsc::Sender<Vec<IOFlushed<TypeConfig>>>,
 ) {
     while let Some(first) = pending.blocking_recv() {
@@ -134,8 +156,14 @@ fn flush_loop(
             None => Err(io_err("fsync", "log closed before fsync")),
         };
         match written {
+            // Only this thread adds to `syncing`, so 0 stays 0 until it hands a batch over.
+            Ok(_) if pending.is_empty() && stage.syncing.load(Ordering::Acquire) == 0 => {
+                complete(callbacks, &stage.disk.sync());
+            }
             Ok(_) => {
+                stage.syncing.fetch_add(1, Ordering::AcqRel);
                 if let Err(unsent) = flushed.send(callbacks) {
+                    stage.syncing.fetch_sub(1, Ordering::AcqRel);
                     complete(unsent.0, &Err(io_err("fsync", "log closed before fsync")));
                 }
             }
@@ -146,12 +174,16 @@ fn flush_loop(
 
 /// The second stage of [`start_flusher`]: one fsync for all the batches sled has flushed
 /// meanwhile.
-fn sync_loop(disk: &DiskSync, flushed: &std::sync::mpsc::Receiver<Vec<IOFlushed<TypeConfig>>>) {
+fn sync_loop(stage: &SyncStage, flushed: &std::sync::mpsc::Receiver<Vec<IOFlushed<TypeConfig>>>) {
     while let Ok(mut callbacks) = flushed.recv() {
+        let mut batches = 1;
         while let Ok(more) = flushed.try_recv() {
             callbacks.extend(more);
+            batches += 1;
         }
-        complete(callbacks, &disk.sync());
+        complete(callbacks, &stage.disk.sync());
+        // After the callbacks: the flusher may complete the next batch itself only after these.
+        stage.syncing.fetch_sub(batches, Ordering::AcqRel);
     }
 }
 

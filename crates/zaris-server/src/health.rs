@@ -40,9 +40,14 @@ pub fn watch_raft(
 ) -> (Health, impl Future<Output = ()>) {
     let (verdict, health) = watch::channel(None);
     let task = async move {
-        let mut metrics = raft.metrics();
+        // The server metrics, not the whole: openraft sends the whole on every turn of its loop
+        // (several times per client write), and each send would wake this task for nothing.
+        // The server metrics change only with the role, leader or membership, and their sender
+        // is dropped when the core ends, which it does on every `Fatal` (after it records the
+        // reason in the whole metrics).
+        let mut server = raft.server_metrics();
         loop {
-            let failure = match &metrics.borrow_watched().running_state {
+            let failure = match &raft.metrics().borrow_watched().running_state {
                 Ok(()) => None,
                 Err(fatal) => Some(fatal.to_string()),
             };
@@ -57,15 +62,20 @@ pub fn watch_raft(
             }
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                changed = metrics.changed() => {
+                changed = server.changed() => {
                     if changed.is_err() {
-                        // The metrics sender is gone only when Raft stopped: look once more.
+                        // The core has ended: its reason, if it recorded one, is in the whole
+                        // metrics, whose last value outlives the sender.
                         if shutdown.is_cancelled() {
                             return;
                         }
-                        tracing::error!(node_id, "Raft stopped unexpectedly; this node stops serving");
+                        let reason = match &raft.metrics().borrow_watched().running_state {
+                            Err(fatal) => fatal.to_string(),
+                            Ok(()) => "raft stopped".to_owned(),
+                        };
+                        tracing::error!(node_id, %reason, "Raft stopped unexpectedly; this node stops serving");
                         metrics::gauge!(crate::metrics::RAFT_FAILED).set(1.0);
-                        let _ = verdict.send(Some("raft stopped".to_owned()));
+                        let _ = verdict.send(Some(reason));
                         return;
                     }
                 }

@@ -179,7 +179,9 @@ impl Node {
             config.watch_history_max_bytes,
         ));
         let apply_counts = Arc::new(crate::stats::ApplyCounts::default());
+        let snapshot_point = Arc::new(crate::snapshot_schedule::PointSignal::default());
         let observer = Arc::new(NodeObserver {
+            snapshot_point: snapshot_point.clone(),
             clock: clock.clone(),
             lessor: lessor.clone(),
             waiters: waiters.clone(),
@@ -283,6 +285,7 @@ impl Node {
             raft.clone(),
             node_id,
             config.snapshot_entries,
+            snapshot_point,
             shutdown.clone(),
         ));
         // The Raft service stamps each leader contact; a follower calls the election promptly

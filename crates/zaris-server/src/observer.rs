@@ -22,6 +22,8 @@ pub struct NodeObserver {
     pub faults: Arc<crate::faults::FaultConfig>,
     /// Grants, renewals and ends applied, for the console's charts.
     pub counts: Arc<crate::stats::ApplyCounts>,
+    /// Wakes the snapshot schedule at its points.
+    pub snapshot_point: Arc<crate::snapshot_schedule::PointSignal>,
 }
 
 impl NodeObserver {
@@ -82,6 +84,7 @@ fn count_response(response: &zaris_core::Response, fresh: bool, counts: &ApplyCo
 impl ApplyObserver for NodeObserver {
     fn applied(&self, applied: &Applied) {
         metrics::counter!(m::APPLIED_ENTRIES).increment(1);
+        self.snapshot_point.applied(applied.revision.get());
         // Every entry, with events or not: the head tells watchers how far they are complete.
         self.watch_hub
             .publish(applied.revision, &applied.effects.events);

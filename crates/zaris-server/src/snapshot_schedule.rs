@@ -10,9 +10,12 @@
 //! (while encoding takes less than `interval / members` entries' time). The points are a fixed
 //! grid, so they do not drift together: a late snapshot does not move the next one.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use openraft::async_runtime::WatchReceiver;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use zaris_raft::Raft;
@@ -20,6 +23,67 @@ use zaris_raft::Raft;
 /// A trigger that did not lead to a snapshot (openraft drops one while a build is under way) is
 /// repeated after this long.
 const RETRIGGER_AFTER: Duration = Duration::from_secs(1);
+
+/// How often the schedule looks again without being woken: for points reached by entries the
+/// observer does not see (blank and membership entries) and for a snapshot installed from the
+/// leader, which moves the next point.
+const CHECK_EVERY: Duration = Duration::from_millis(250);
+
+/// How often the schedule looks while a snapshot it triggered is being built, so that it arms
+/// the next point as soon as the build is done (snapshots are rare; this poll is brief).
+const BUILD_POLL: Duration = Duration::from_millis(5);
+
+/// Wakes the schedule when the applied index reaches its next point. Not a watch on openraft's
+/// metrics: those are sent on every turn of its loop, several times per client write, and each
+/// send woke the schedule for nothing. The observer calls [`PointSignal::applied`] for every
+/// applied entry: one atomic load, and a notification only at the point.
+#[derive(Debug)]
+pub struct PointSignal {
+    /// The point the schedule waits for; `u64::MAX` while none.
+    at: AtomicU64,
+    /// The last index the observer saw applied: ahead of openraft's metrics, which it updates
+    /// only on its next turn.
+    applied: AtomicU64,
+    notify: Notify,
+}
+
+impl Default for PointSignal {
+    fn default() -> Self {
+        PointSignal {
+            at: AtomicU64::new(u64::MAX),
+            applied: AtomicU64::new(0),
+            notify: Notify::new(),
+        }
+    }
+}
+
+impl PointSignal {
+    /// Entry `index` was applied.
+    pub fn applied(&self, index: u64) {
+        self.applied.fetch_max(index, Ordering::AcqRel);
+        if index >= self.at.load(Ordering::Acquire) {
+            // Once per point: later entries find nothing armed until the schedule arms again.
+            self.at.store(u64::MAX, Ordering::Release);
+            // A permit is kept if the schedule is not waiting yet, so no point is missed.
+            self.notify.notify_one();
+        }
+    }
+
+    /// Wakes the schedule once an entry at or past `point` is applied; false if one already was
+    /// (nothing armed then).
+    fn arm(&self, point: u64) -> bool {
+        self.at.store(point, Ordering::Release);
+        if self.last_applied() >= point {
+            self.at.store(u64::MAX, Ordering::Release);
+            return false;
+        }
+        true
+    }
+
+    fn last_applied(&self) -> u64 {
+        self.applied.load(Ordering::Acquire)
+    }
+}
 
 /// The offset of this member's snapshot points within one interval: its rank among `members`
 /// (node ids in increasing order, as a membership lists them), spread evenly. A node missing
@@ -50,20 +114,34 @@ pub fn next_point(snapshot_index: u64, interval: u64, phase: u64) -> u64 {
 }
 
 /// Triggers this node's snapshots at its points until `shutdown`. openraft's own policy must be
-/// `Never`.
-pub async fn run(raft: Raft, node_id: u64, interval: u64, shutdown: CancellationToken) {
-    let mut metrics = raft.metrics();
+/// `Never`; `signal` must be the one the node's apply observer reports to.
+pub async fn run(
+    raft: Raft,
+    node_id: u64,
+    interval: u64,
+    signal: Arc<PointSignal>,
+    shutdown: CancellationToken,
+) {
+    let metrics = raft.metrics();
     let mut last_trigger: Option<(u64, Instant)> = None;
     loop {
         let due = {
             let m = metrics.borrow_watched();
-            // A membership's nodes are a BTreeMap: ids in increasing order, no allocation here
-            // (this runs on every applied entry).
+            // A membership's nodes are a BTreeMap: ids in increasing order, no allocation here.
             let members = m.membership_config.membership().nodes().map(|(id, _)| *id);
             let snapshot_index = m.snapshot.map_or(0, |id| id.index);
             let point = next_point(snapshot_index, interval, phase(interval, node_id, members));
             let applied = m.last_applied.map_or(0, |id| id.index);
-            (applied >= point).then_some(point)
+            (point, applied.max(signal.last_applied()) >= point)
+        };
+        let due = match due {
+            (point, true) => Some(point),
+            (point, false) => {
+                if !signal.arm(point) {
+                    continue;
+                }
+                None
+            }
         };
         if let Some(point) = due {
             let repeated = last_trigger
@@ -76,11 +154,17 @@ pub async fn run(raft: Raft, node_id: u64, interval: u64, shutdown: Cancellation
                 last_trigger = Some((point, Instant::now()));
             }
         }
+        // While due, the trigger's build is under way (or was dropped: it is repeated on a later
+        // look, once RETRIGGER_AFTER has passed).
+        let look_again = if due.is_some() {
+            BUILD_POLL
+        } else {
+            CHECK_EVERY
+        };
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            changed = metrics.changed() => if changed.is_err() { return },
-            // A dropped trigger is repeated even when nothing else changes.
-            _ = tokio::time::sleep(RETRIGGER_AFTER), if due.is_some() => {}
+            _ = signal.notify.notified() => {}
+            _ = tokio::time::sleep(look_again) => {}
         }
     }
 }
@@ -88,6 +172,34 @@ pub async fn run(raft: Raft, node_id: u64, interval: u64, shutdown: Cancellation
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    async fn woken(signal: &PointSignal) -> bool {
+        tokio::time::timeout(Duration::from_millis(20), signal.notify.notified())
+            .await
+            .is_ok()
+    }
+
+    #[tokio::test]
+    async fn the_signal_wakes_once_at_the_armed_point_and_never_before() {
+        let signal = PointSignal::default();
+        // Nothing armed: applying wakes nobody.
+        signal.applied(5);
+        assert!(!woken(&signal).await);
+
+        assert!(signal.arm(10));
+        signal.applied(9);
+        assert!(!woken(&signal).await, "woken before the point");
+        signal.applied(10);
+        // Past the point, once: the permit is kept even though nobody waited yet.
+        signal.applied(11);
+        assert!(woken(&signal).await);
+        assert!(!woken(&signal).await, "woken twice for one point");
+
+        // A point already applied is not armed: the caller looks again at once.
+        assert!(!signal.arm(11));
+        signal.applied(12);
+        assert!(!woken(&signal).await);
+    }
 
     #[test]
     fn three_members_are_spread_over_a_third_of_the_interval_each() {

@@ -878,7 +878,7 @@ pub(in crate::pagecache) fn make_stable(
     iobufs: &Arc<IoBufs>,
     lsn: Lsn,
 ) -> Result<usize> {
-    make_stable_inner(iobufs, lsn, false)
+    make_stable_inner(iobufs, lsn, false, false)
 }
 
 /// Blocks until the specified log sequence number
@@ -894,13 +894,16 @@ pub(in crate::pagecache) fn make_durable(
     iobufs: &Arc<IoBufs>,
     lsn: Lsn,
 ) -> Result<usize> {
-    make_stable_inner(iobufs, lsn, true)
+    make_stable_inner(iobufs, lsn, true, false)
 }
 
 pub(in crate::pagecache) fn make_stable_inner(
     iobufs: &Arc<IoBufs>,
     lsn: Lsn,
     partial_durability: bool,
+    // ZARIS-PATCH: write a buffer this call seals on the calling thread,
+    // which is about to block until it is written anyway (see flush).
+    write_inline: bool,
 ) -> Result<usize> {
     let _measure = Measure::new(&M.make_stable);
 
@@ -933,7 +936,7 @@ pub(in crate::pagecache) fn make_stable_inner(
             // nothing to write, don't bother sealing
             // current IO buffer.
         } else {
-            maybe_seal_and_write_iobuf(iobufs, &iobuf, header, false)?;
+            seal_and_write_iobuf(iobufs, &iobuf, header, false, write_inline)?;
             stable = iobufs.stable();
             // NB we have to continue here to possibly clear
             // the next io buffer, which may have dirty
@@ -1011,7 +1014,10 @@ pub(in crate::pagecache) fn make_stable_inner(
 pub(in crate::pagecache) fn flush(iobufs: &Arc<IoBufs>) -> Result<usize> {
     let _cc = concurrency_control::read();
     let max_reserved_lsn = iobufs.max_reserved_lsn.load(Acquire);
-    make_stable(iobufs, max_reserved_lsn)
+    // ZARIS-PATCH: an explicit flush blocks until its buffer is written, so
+    // it writes the buffer it seals itself rather than handing it to the I/O
+    // pool and waiting to be woken: two thread wake-ups fewer per flush.
+    make_stable_inner(iobufs, max_reserved_lsn, false, true)
 }
 
 /// Attempt to seal the current IO buffer, possibly
@@ -1022,6 +1028,18 @@ pub(in crate::pagecache) fn maybe_seal_and_write_iobuf(
     iobuf: &Arc<IoBuf>,
     header: Header,
     from_reserve: bool,
+) -> Result<()> {
+    seal_and_write_iobuf(iobufs, iobuf, header, from_reserve, false)
+}
+
+/// ZARIS-PATCH: `maybe_seal_and_write_iobuf`, writing the sealed buffer on
+/// the calling thread if `write_inline` (and no writer is still in it).
+fn seal_and_write_iobuf(
+    iobufs: &Arc<IoBufs>,
+    iobuf: &Arc<IoBuf>,
+    header: Header,
+    from_reserve: bool,
+    write_inline: bool,
 ) -> Result<()> {
     if header::is_sealed(header) {
         // this buffer is already sealed. nothing to do here.
@@ -1180,7 +1198,7 @@ pub(in crate::pagecache) fn maybe_seal_and_write_iobuf(
         );
         let iobufs = iobufs.clone();
         let iobuf = iobuf.clone();
-        let _result = threadpool::spawn(move || {
+        let write = move || {
             if let Err(e) = iobufs.write_to_log(&iobuf) {
                 error!(
                     "hit error while writing iobuf with lsn {}: {:?}",
@@ -1199,7 +1217,12 @@ pub(in crate::pagecache) fn maybe_seal_and_write_iobuf(
 
                 let _notified = iobufs.interval_updated.notify_all();
             }
-        })?;
+        };
+        if write_inline {
+            write();
+            return Ok(());
+        }
+        let _result = threadpool::spawn(write)?;
 
         #[cfg(feature = "event_log")]
         _result.wait();
