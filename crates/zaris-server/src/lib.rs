@@ -7,6 +7,7 @@
 
 mod address;
 mod api;
+mod append_stream;
 pub mod auth;
 mod batch;
 pub mod clock;

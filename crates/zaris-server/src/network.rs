@@ -7,11 +7,14 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
 use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
-use openraft::network::{RPCOption, RaftNetworkFactory};
+use openraft::network::{RPCOption, RaftNetworkFactory, stream_append_sequential};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
-    TransferLeaderResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult,
+    TransferLeaderRequest, TransferLeaderResponse, VoteRequest, VoteResponse,
 };
 use openraft::{OptionalSend, RaftNetworkV2};
 use serde::Serialize;
@@ -22,6 +25,7 @@ use zaris_proto::v1::raft_service_client::RaftServiceClient;
 use zaris_proto::v1::{RaftMessage, RaftSnapshotChunk};
 use zaris_raft::{Member, Snapshot, TypeConfig, Vote};
 
+use crate::append_stream;
 use crate::faults::FaultConfig;
 use crate::tls::TlsSource;
 
@@ -354,6 +358,69 @@ impl PeerClient {
     }
 }
 
+impl PeerClient {
+    /// A replication session on one `RaftService.AppendStream` ([`crate::append_stream`]).
+    async fn append_stream<S>(
+        &mut self,
+        mut input: S,
+        option: RPCOption,
+    ) -> Result<BoxStream<'static, Result<StreamAppendResult<TypeConfig>, RpcError>>, RpcError>
+    where
+        S: Stream<Item = AppendEntriesRequest<TypeConfig>> + OptionalSend + Unpin + 'static,
+    {
+        // The first request before the call: openraft may be backing off before it makes one,
+        // and the call's deadline is for the network, not for that.
+        let Some(first) = input.next().await else {
+            return Ok(Box::pin(futures::stream::empty()));
+        };
+        let timeout = option.hard_ttl().max(self.factory.append_timeout_floor);
+        let mut client = self.client()?;
+        let in_flight = Arc::new(append_stream::InFlight::default());
+        let requests = append_stream::requests(
+            first,
+            input,
+            self.factory.cluster_id,
+            in_flight.clone(),
+            |request| {
+                let (payload, cut_after) = encode_append(request).map_err(|e| e.to_string())?;
+                Ok(append_stream::Encoded {
+                    payload,
+                    cut: cut_after.is_some(),
+                })
+            },
+        );
+        let opened = tokio::time::timeout(timeout, client.append_stream(requests))
+            .await
+            .map_err(|_| network(format!("node {}: AppendStream timed out", self.target)))
+            .and_then(|opened| opened.map_err(|status| status_error(self.target, status)));
+        self.note(&opened);
+        let answers = opened?.into_inner();
+        let peer = PeerClient {
+            target: self.target,
+            dial: self.dial.clone(),
+            factory: self.factory.clone(),
+        };
+        let results = append_stream::results(answers, in_flight, timeout, MAX_RAFT_MESSAGE_BYTES)
+            .map(move |result| {
+                let result = result.map_err(|error| match error {
+                    append_stream::AnswerError::TimedOut => {
+                        network(format!("node {}: AppendStream timed out", peer.target))
+                    }
+                    append_stream::AnswerError::Status(status) => status_error(peer.target, status),
+                    append_stream::AnswerError::Malformed(e) => network(format!(
+                        "node {}: bad AppendStream answer: {e}",
+                        peer.target
+                    )),
+                });
+                if result.is_err() {
+                    peer.note(&result);
+                }
+                result
+            });
+        Ok(Box::pin(results))
+    }
+}
+
 /// Encodes an AppendEntries, cut to its longest prefix of entries within [`MAX_APPEND_BYTES`]
 /// (at least one entry) when it is larger; then also returns the log id of the last entry sent.
 /// Sizes are measured only for a request that is too large as a whole, so the usual small batch
@@ -400,6 +467,27 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
                 AppendEntriesResponse::PartialSuccess(Some(last_sent))
             }
             (response, _) => response,
+        })
+    }
+
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> BoxFuture<
+        's,
+        Result<BoxStream<'s, Result<StreamAppendResult<TypeConfig>, RpcError>>, RpcError>,
+    >
+    where
+        S: Stream<Item = AppendEntriesRequest<TypeConfig>> + OptionalSend + Unpin + 'static,
+    {
+        // A heartbeat is a single request: a unary call is as cheap, and keeps its semantics.
+        if input.size_hint().1 == Some(1) {
+            return stream_append_sequential(self, input, option);
+        }
+        Box::pin(async move {
+            let results: BoxStream<'static, _> = self.append_stream(input, option).await?;
+            Ok(results)
         })
     }
 

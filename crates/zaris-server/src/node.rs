@@ -320,6 +320,7 @@ impl Node {
                 leader_contact.clone(),
                 dead_leader.clone(),
                 api.clone(),
+                shutdown.clone(),
             ))
             .max_decoding_message_size(MAX_RAFT_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_RAFT_MESSAGE_BYTES),

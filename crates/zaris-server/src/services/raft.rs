@@ -6,14 +6,17 @@
 //! dials. A node whose membership does not name the sender (a new node that has not learnt the
 //! membership yet) cannot check and accepts; a node whose membership lacks the sender refuses it.
 
+use std::pin::Pin;
 use std::sync::Arc;
 
+use futures::{Stream, StreamExt};
 use openraft::async_runtime::WatchReceiver;
-use openraft::raft::AppendEntriesResponse;
+use openraft::raft::{AppendEntriesResponse, StreamAppendError};
 use openraft::vote::RaftLeaderId;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 use zaris_core::Limits;
 use zaris_core::codec;
@@ -50,6 +53,10 @@ pub struct RaftPeerService {
     dead_leader: Arc<DeadLeaderCheck>,
     /// Answers JSON API calls other members forward to this one (as the leader).
     api: crate::api::Api,
+    /// Cancelled when this node stops: its `AppendStream`s end then. A gRPC server's graceful
+    /// shutdown waits for open streams, and a replication stream stays open for as long as the
+    /// leader leads; meanwhile this node's Raft, hearing no one, would call an election.
+    stopping: CancellationToken,
 }
 
 impl RaftPeerService {
@@ -63,6 +70,7 @@ impl RaftPeerService {
         contact: Arc<LeaderContact>,
         dead_leader: Arc<DeadLeaderCheck>,
         api: crate::api::Api,
+        stopping: CancellationToken,
     ) -> Self {
         RaftPeerService {
             raft,
@@ -73,6 +81,7 @@ impl RaftPeerService {
             contact,
             dead_leader,
             api,
+            stopping,
         }
     }
 
@@ -181,8 +190,105 @@ impl RaftPeerService {
     }
 }
 
+/// The answers of an `AppendStream`.
+type AppendAnswers = Pin<Box<dyn Stream<Item = Result<RaftMessage, Status>> + Send + 'static>>;
+
+/// Where the requests of an `AppendStream` after its first stop: a refusal, if one ended them.
+type StreamRefusal = Arc<std::sync::Mutex<Option<Status>>>;
+
+impl RaftPeerService {
+    /// The requests of an `AppendStream` after its first, decoded and checked like the first
+    /// (the sender re-checked only when it changes). A request that is refused ends them and
+    /// leaves its refusal in `refusal`, which the answers end with once the requests before it are
+    /// answered. An inbound error (the peer went away) just ends them.
+    fn later_requests(
+        &self,
+        messages: Streaming<RaftMessage>,
+        sent_with: Request<()>,
+        checked_sender: u64,
+        refusal: StreamRefusal,
+    ) -> impl Stream<Item = AppendRequest> + Send + 'static {
+        let state = (self.clone(), messages, sent_with, checked_sender, refusal);
+        futures::stream::unfold(Some(state), |state| async move {
+            let (service, mut messages, sent_with, mut checked, refusal) = state?;
+            let message = messages.message().await.ok()??;
+            let checked_request = service
+                .decode::<AppendRequest>(message)
+                .and_then(|request| {
+                    let sender = *request.vote.leader_id().node_id();
+                    if sender != checked {
+                        service.check_sender(&sent_with, sender, true)?;
+                        checked = sender;
+                    }
+                    Ok(request)
+                });
+            match checked_request {
+                Ok(request) => Some((
+                    request,
+                    Some((service, messages, sent_with, checked, refusal)),
+                )),
+                Err(status) => {
+                    *refusal.lock().unwrap_or_else(|p| p.into_inner()) = Some(status);
+                    None
+                }
+            }
+        })
+    }
+}
+
+type AppendRequest = openraft::raft::AppendEntriesRequest<zaris_raft::TypeConfig>;
+
 #[tonic::async_trait]
 impl RaftService for RaftPeerService {
+    type AppendStreamStream = AppendAnswers;
+
+    async fn append_stream(
+        &self,
+        request: Request<Streaming<RaftMessage>>,
+    ) -> Result<Response<AppendAnswers>, Status> {
+        let (sent_with, mut messages) = split(request);
+        // The first request is checked before the stream is answered, so that a refusal that
+        // cuts the connection off is a trailers-only answer, which `PeerGuard` sees. The leader
+        // sends it at once (it opens a stream only with a request in hand).
+        let head = messages
+            .message()
+            .await?
+            .ok_or_else(|| ApiError::invalid_argument("an AppendStream without a request"))?;
+        let first: AppendRequest = self.decode(head)?;
+        let sender = *first.vote.leader_id().node_id();
+        self.check_sender(&sent_with, sender, true)?;
+
+        let refusal = StreamRefusal::default();
+        let requests = futures::stream::once(std::future::ready(first)).chain(self.later_requests(
+            messages,
+            sent_with,
+            sender,
+            refusal.clone(),
+        ));
+        let (contact, cluster_id) = (self.contact.clone(), self.cluster_id);
+        let answers = self.raft.stream_append(requests).map(move |answer| {
+            let result = answer.map_err(ApiError::raft_stopped)?;
+            // As for AppendEntries: only a leader of a term this node has not left behind
+            // counts as heard from.
+            if !matches!(result, Err(StreamAppendError::HigherVote(_))) {
+                contact.heard();
+            }
+            let payload = codec::encode(&result).map_err(|e| ApiError::Internal(e.to_string()))?;
+            Ok(RaftMessage {
+                cluster_id,
+                payload,
+            })
+        });
+        let refused = futures::stream::once(async move {
+            refusal.lock().unwrap_or_else(|p| p.into_inner()).take()
+        })
+        .filter_map(|refusal| std::future::ready(refusal.map(Err)));
+        let answers = answers
+            .chain(refused)
+            .take_until(self.stopping.clone().cancelled_owned());
+        Ok(Response::new(Box::pin(answers)))
+    }
+
     async fn append_entries(
         &self,
         request: Request<RaftMessage>,

@@ -141,6 +141,98 @@ async fn garbage_on_the_peer_service_is_refused_counted_and_cut_off_and_the_node
     cluster.shutdown().await;
 }
 
+/// A replication stream (`AppendStream`) is held to the rules of a single AppendEntries: a
+/// first request that does not decode is refused before the stream is answered, and the
+/// connection is cut off; a request that does not decode later ends the stream with the same
+/// refusal, after the requests before it were answered, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_stream_answers_in_order_and_ends_at_the_first_refused_request() {
+    use futures::StreamExt;
+    use openraft::async_runtime::WatchReceiver as _;
+    use openraft::raft::{AppendEntriesRequest, StreamAppendResult};
+    use zaris_raft::TypeConfig;
+
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.leader().await;
+    let follower = cluster.followers(leader)[0];
+    let cluster_id = cluster.cluster_id();
+    let peer_addr = cluster.peer_addrs[&follower];
+    let connect = || async {
+        RaftServiceClient::connect(format!("http://{peer_addr}"))
+            .await
+            .expect("connect")
+    };
+    let garbage = || RaftMessage {
+        cluster_id,
+        payload: b"\x02 not an AppendEntries at all".to_vec(),
+    };
+    let cut = || counter("zaris_connections_cut_total", "listener=\"peer\"");
+    let cut_before = cut();
+
+    let mut first_refused = connect().await;
+    let refusal = first_refused
+        .append_stream(futures::stream::iter([garbage()]))
+        .await
+        .expect_err("a garbage first request");
+    assert_eq!(refusal.code(), Code::InvalidArgument, "{refusal:?}");
+    assert!(
+        refusal.message().contains("bad Raft message"),
+        "{refusal:?}"
+    );
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while cut() < cut_before + 1.0 {
+        assert!(tokio::time::Instant::now() < deadline, "not cut off");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+
+    // What the leader could send: its own vote, nothing to match, no entries.
+    let vote = cluster
+        .node(follower)
+        .raft()
+        .metrics()
+        .borrow_watched()
+        .vote;
+    let empty = AppendEntriesRequest::<TypeConfig> {
+        vote,
+        prev_log_id: None,
+        leader_commit: None,
+        entries: Vec::new(),
+    };
+    let valid = || RaftMessage {
+        cluster_id,
+        payload: zaris_core::codec::encode(&empty).expect("encode"),
+    };
+    let mut later_refused = connect().await;
+    let mut answers = later_refused
+        .append_stream(futures::stream::iter([
+            valid(),
+            valid(),
+            garbage(),
+            valid(),
+        ]))
+        .await
+        .expect("a valid first request opens the stream")
+        .into_inner();
+    for n in 0..2 {
+        let answer = answers
+            .next()
+            .await
+            .expect("an answer")
+            .expect("the answer to a valid request");
+        let result: StreamAppendResult<TypeConfig> =
+            zaris_core::codec::decode(&answer.payload, MAX_RAFT_MESSAGE_BYTES).expect("decode");
+        assert_eq!(result, Ok(None), "answer {n}");
+    }
+    let refusal = answers
+        .next()
+        .await
+        .expect("the refusal")
+        .expect_err("the garbage request is refused");
+    assert_eq!(refusal.code(), Code::InvalidArgument, "{refusal:?}");
+    assert!(answers.next().await.is_none(), "nothing after the refusal");
+    cluster.shutdown().await;
+}
+
 /// Clients never reach the Raft service: the client port does not serve it, and the peer port
 /// serves nothing else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
