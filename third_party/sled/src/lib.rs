@@ -202,6 +202,8 @@ mod metrics;
 mod node;
 mod oneshot;
 mod pagecache;
+// ZARIS-PATCH: the blob files written since the embedder last asked.
+pub use pagecache::take_written_blobs;
 mod prefix;
 mod result;
 mod serialization;

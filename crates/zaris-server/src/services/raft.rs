@@ -250,10 +250,14 @@ impl RaftService for RaftPeerService {
         // The first request is checked before the stream is answered, so that a refusal that
         // cuts the connection off is a trailers-only answer, which `PeerGuard` sees. The leader
         // sends it at once (it opens a stream only with a request in hand).
-        let head = messages
-            .message()
-            .await?
-            .ok_or_else(|| ApiError::invalid_argument("an AppendStream without a request"))?;
+        let head = tokio::select! {
+            head = messages.message() => head?,
+            () = self.stopping.cancelled() => {
+                return Err(Status::unavailable("this node is stopping"));
+            }
+        };
+        let head =
+            head.ok_or_else(|| ApiError::invalid_argument("an AppendStream without a request"))?;
         let first: AppendRequest = self.decode(head)?;
         let sender = *first.vote.leader_id().node_id();
         self.check_sender(&sent_with, sender, true)?;

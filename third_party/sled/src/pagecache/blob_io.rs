@@ -1,3 +1,6 @@
+use std::collections::HashMap;
+use std::path::PathBuf;
+
 use crate::pagecache::*;
 use crate::*;
 
@@ -62,6 +65,39 @@ pub(crate) fn read_blob(
     }
 }
 
+type WrittenBlobs = std::sync::Mutex<HashMap<PathBuf, Vec<PathBuf>>>;
+
+fn no_written_blobs() -> WrittenBlobs {
+    WrittenBlobs::default()
+}
+
+/// ZARIS-PATCH: the blob files written completely since the embedder last
+/// took them, by blob directory. sled never syncs its blobs; an embedder that
+/// makes sled's flushes durable itself must fsync them, and learns of them
+/// here instead of listing the directory after every flush. A blob is added
+/// once its bytes are written, and before the log message that points to it
+/// is reserved, so it is here before any flush that writes that message.
+static WRITTEN_BLOBS: Lazy<WrittenBlobs, fn() -> WrittenBlobs> =
+    Lazy::new(no_written_blobs);
+
+/// ZARIS-PATCH: takes the paths of the blob files written under `blob_dir`
+/// (`<db path>/blobs`, the db path as given to `Config::path`) since the last
+/// call; see `WRITTEN_BLOBS`.
+pub fn take_written_blobs(blob_dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut written =
+        WRITTEN_BLOBS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    written.remove(blob_dir).unwrap_or_default()
+}
+
+fn note_written_blob(path: &std::path::Path) {
+    if let Some(dir) = path.parent() {
+        let mut written = WRITTEN_BLOBS
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        written.entry(dir.to_path_buf()).or_default().push(path.to_path_buf());
+    }
+}
+
 pub(crate) fn write_blob<T: Serialize>(
     config: &Config,
     kind: MessageKind,
@@ -93,6 +129,7 @@ pub(crate) fn write_blob<T: Serialize>(
     f.write_all(&data)
         .map(|r| {
             trace!("successfully wrote blob at {:?}", path);
+            note_written_blob(&path);
             r
         })
         .map_err(|e| e.into())

@@ -5,6 +5,9 @@
 pub mod constants;
 pub mod logger;
 
+// ZARIS-PATCH: re-exported at the crate root.
+pub use self::blob_io::take_written_blobs;
+
 mod blob_io;
 mod disk_pointer;
 mod header;
