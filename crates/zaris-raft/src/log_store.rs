@@ -112,15 +112,11 @@ fn start_flusher(
     pending: mpsc::Receiver<IOFlushed<TypeConfig>>,
 ) -> io::Result<()> {
     let (flushed, to_sync) = std::sync::mpsc::channel();
-    let syncing = Arc::new(AtomicUsize::new(0));
     let syncer = SyncStage {
         disk,
-        syncing: syncing.clone(),
+        syncing: Arc::default(),
     };
-    let inline = SyncStage {
-        disk: syncer.disk.clone(),
-        syncing,
-    };
+    let inline = syncer.clone();
     std::thread::Builder::new()
         .name("zaris-log-sync".into())
         .spawn(move || sync_loop(&syncer, &to_sync))?;
@@ -131,6 +127,7 @@ fn start_flusher(
 }
 
 /// The fsync stage's state, shared by the flusher and the syncer.
+#[derive(Clone)]
 struct SyncStage {
     disk: Arc<DiskSync>,
     /// Batches handed to the syncer and not completed yet. The flusher fsyncs a batch itself only

@@ -46,41 +46,33 @@ pub fn watch_raft(
         // is dropped when the core ends, which it does on every `Fatal` (after it records the
         // reason in the whole metrics).
         let mut server = raft.server_metrics();
-        loop {
-            let failure = match &raft.metrics().borrow_watched().running_state {
-                Ok(()) => None,
-                Err(fatal) => Some(fatal.to_string()),
-            };
-            if let Some(reason) = failure {
-                if shutdown.is_cancelled() {
-                    return;
-                }
-                tracing::error!(node_id, %reason, "Raft has failed; this node stops serving");
-                metrics::gauge!(crate::metrics::RAFT_FAILED).set(1.0);
-                let _ = verdict.send(Some(reason));
-                return;
+        let reason = loop {
+            if let Some(reason) = recorded_failure(&raft) {
+                break reason;
             }
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                changed = server.changed() => {
-                    if changed.is_err() {
-                        // The core has ended: its reason, if it recorded one, is in the whole
-                        // metrics, whose last value outlives the sender.
-                        if shutdown.is_cancelled() {
-                            return;
-                        }
-                        let reason = match &raft.metrics().borrow_watched().running_state {
-                            Err(fatal) => fatal.to_string(),
-                            Ok(()) => "raft stopped".to_owned(),
-                        };
-                        tracing::error!(node_id, %reason, "Raft stopped unexpectedly; this node stops serving");
-                        metrics::gauge!(crate::metrics::RAFT_FAILED).set(1.0);
-                        let _ = verdict.send(Some(reason));
-                        return;
-                    }
-                }
+                changed = server.changed() => if changed.is_err() {
+                    // The core has ended: its reason, if it recorded one, is in the whole
+                    // metrics, whose last value outlives the sender.
+                    break recorded_failure(&raft).unwrap_or_else(|| "raft stopped".to_owned());
+                },
             }
+        };
+        if shutdown.is_cancelled() {
+            return;
         }
+        tracing::error!(node_id, %reason, "Raft has failed; this node stops serving");
+        metrics::gauge!(crate::metrics::RAFT_FAILED).set(1.0);
+        let _ = verdict.send(Some(reason));
     };
     (Health(health), task)
+}
+
+/// The `Fatal` openraft recorded in its metrics, if it stopped on one.
+fn recorded_failure(raft: &Raft) -> Option<String> {
+    match &raft.metrics().borrow_watched().running_state {
+        Ok(()) => None,
+        Err(fatal) => Some(fatal.to_string()),
+    }
 }

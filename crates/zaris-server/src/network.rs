@@ -217,7 +217,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
 }
 
 /// Talks to one peer.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct PeerClient {
     target: u64,
     /// The address dialed, and the name the peer's certificate must carry.
@@ -395,11 +395,7 @@ impl PeerClient {
             .and_then(|opened| opened.map_err(|status| status_error(self.target, status)));
         self.note(&opened);
         let answers = opened?.into_inner();
-        let peer = PeerClient {
-            target: self.target,
-            dial: self.dial.clone(),
-            factory: self.factory.clone(),
-        };
+        let peer = self.clone();
         let results = append_stream::results(answers, in_flight, timeout, MAX_RAFT_MESSAGE_BYTES)
             .map(move |result| {
                 let result = result.map_err(|error| match error {

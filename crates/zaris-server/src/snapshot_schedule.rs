@@ -125,7 +125,7 @@ pub async fn run(
     let metrics = raft.metrics();
     let mut last_trigger: Option<(u64, Instant)> = None;
     loop {
-        let due = {
+        let (point, reached) = {
             let m = metrics.borrow_watched();
             // A membership's nodes are a BTreeMap: ids in increasing order, no allocation here.
             let members = m.membership_config.membership().nodes().map(|(id, _)| *id);
@@ -134,15 +134,11 @@ pub async fn run(
             let applied = m.last_applied.map_or(0, |id| id.index);
             (point, applied.max(signal.last_applied()) >= point)
         };
-        let due = match due {
-            (point, true) => Some(point),
-            (point, false) => {
-                if !signal.arm(point) {
-                    continue;
-                }
-                None
-            }
-        };
+        // Not reached: wait for it, unless the observer has applied it since the look above.
+        if !reached && !signal.arm(point) {
+            continue;
+        }
+        let due = reached.then_some(point);
         if let Some(point) = due {
             let repeated = last_trigger
                 .is_some_and(|(at, when)| at == point && when.elapsed() < RETRIGGER_AFTER);
