@@ -131,6 +131,13 @@ pub fn decode<T: DeserializeOwned + Serialize>(
     Ok(value)
 }
 
+/// Decodes a record that this process encoded with [`encode`] and kept in memory (the watch
+/// history's packed entries): the canonical-form check guards against other writers, of which
+/// there are none, and would encode every record a second time on each read.
+pub fn decode_own<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
+    decode_unchecked(bytes, bytes.len())
+}
+
 /// [`decode`] without the canonical-form check: for snapshots, which a node only ever reads from
 /// its own store or from a peer's (after the peer's checks), and which are too large to encode a
 /// second time just to compare.

@@ -4,22 +4,96 @@
 //! more slowly than entries apply, reads from here. The ring is bounded by an event count and a
 //! byte estimate; a reader that wants an evicted revision gets a [`HistoryGap`] and its watch is
 //! canceled, instead of the node buffering on its behalf.
+//!
+//! Entries older than the newest [`UNPACKED_ENTRIES`] are kept packed (encoded, one allocation
+//! each): a decoded event with its own key and value allocations takes several times the bytes
+//! of its encoding, and a full history of small puts was a fifth of a node's memory. The watchers
+//! that keep up read the newest entries, decoded once and shared; one reading further back
+//! decodes what it reads, outside the lock.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::watch;
-use zaris_core::{Event, KeyValue, Revision};
+use tracing::error;
+use zaris_core::{Event, KeyValue, Revision, codec};
 
 /// Fixed cost counted per event on top of its bytes, so that many tiny events are bounded too.
 const EVENT_OVERHEAD_BYTES: usize = std::mem::size_of::<Event>();
+
+/// How many of the newest entries keep their events decoded besides packed.
+const UNPACKED_ENTRIES: usize = 1_024;
 
 /// The events of one applied entry.
 #[derive(Debug)]
 struct Entry {
     revision: Revision,
-    events: Arc<[Event]>,
+    event_count: usize,
+    /// What the bounds count: [`event_bytes`] of each event, not what they take here.
     bytes: usize,
+    events: Stored,
+}
+
+/// How an entry holds its events.
+#[derive(Debug)]
+enum Stored {
+    /// Among the newest entries: decoded for the readers that keep up, packed for later.
+    Both {
+        unpacked: Arc<[Event]>,
+        packed: Arc<[u8]>,
+    },
+    /// Encoded (`codec::encode`) only.
+    Packed(Arc<[u8]>),
+    /// Decoded only, for good: encoding them failed.
+    Unpacked(Arc<[Event]>),
+}
+
+impl Entry {
+    fn new(revision: Revision, events: &[Event]) -> Self {
+        let unpacked: Arc<[Event]> = Arc::from(events);
+        let events_stored = match codec::encode(events) {
+            Ok(bytes) => Stored::Both {
+                unpacked,
+                packed: Arc::from(bytes),
+            },
+            Err(e) => {
+                error!(revision = revision.get(), "cannot pack watch events: {e}");
+                Stored::Unpacked(unpacked)
+            }
+        };
+        Entry {
+            revision,
+            event_count: events.len(),
+            bytes: events.iter().map(event_bytes).sum(),
+            events: events_stored,
+        }
+    }
+
+    /// Keeps only the packed events; returns the decoded ones, to be dropped outside the lock.
+    fn pack(&mut self) -> Option<Arc<[Event]>> {
+        let Stored::Both { unpacked, packed } = &self.events else {
+            return None;
+        };
+        let unpacked = unpacked.clone();
+        self.events = Stored::Packed(packed.clone());
+        Some(unpacked)
+    }
+
+    /// The events as read under the lock (shared, not copied).
+    fn events(&self) -> Events {
+        match &self.events {
+            Stored::Both { unpacked, .. } | Stored::Unpacked(unpacked) => {
+                Events::Unpacked(unpacked.clone())
+            }
+            Stored::Packed(packed) => Events::Packed(packed.clone()),
+        }
+    }
+}
+
+/// An entry's events as read under the lock, decoded after it is released.
+enum Events {
+    Unpacked(Arc<[Event]>),
+    Packed(Arc<[u8]>),
 }
 
 #[derive(Debug)]
@@ -104,13 +178,10 @@ impl WatchHub {
     /// The newest entry is always kept, even alone over the bounds, so one large revision (a
     /// prefix delete, a big expiry) does not make every watcher miss it.
     pub fn publish(&self, revision: Revision, events: &[Event]) {
-        // Copy outside the lock: this runs on the apply path.
-        let entry = (!events.is_empty()).then(|| Entry {
-            revision,
-            bytes: events.iter().map(event_bytes).sum(),
-            events: Arc::from(events),
-        });
+        // Copy and pack outside the lock: this runs on the apply path.
+        let entry = (!events.is_empty()).then(|| Entry::new(revision, events));
         let mut evicted = Vec::new();
+        let mut decoded = None;
         {
             let mut history = self.history();
             if revision <= history.head {
@@ -120,16 +191,20 @@ impl WatchHub {
             let Some(entry) = entry else {
                 return;
             };
-            history.event_count += entry.events.len();
+            history.event_count += entry.event_count;
             history.bytes += entry.bytes;
             history.entries.push_back(entry);
+            let len = history.entries.len();
+            if len > UNPACKED_ENTRIES {
+                decoded = history.entries[len - 1 - UNPACKED_ENTRIES].pack();
+            }
             while (history.event_count > self.max_events || history.bytes > self.max_bytes)
                 && history.entries.len() > 1
             {
                 let Some(old) = history.entries.pop_front() else {
                     break;
                 };
-                history.event_count -= old.events.len();
+                history.event_count -= old.event_count;
                 history.bytes -= old.bytes;
                 history.oldest_available = old.revision.next();
                 evicted.push(old);
@@ -137,6 +212,7 @@ impl WatchHub {
         }
         // Freeing evicted events may take a while; not under the lock.
         drop(evicted);
+        drop(decoded);
         self.notify.send_replace(revision);
     }
 
@@ -180,27 +256,49 @@ impl WatchHub {
         max_events: usize,
         max_bytes: usize,
     ) -> Result<HistoryRead, HistoryGap> {
-        let history = self.history();
-        if from < history.oldest_available {
-            return Err(HistoryGap {
-                oldest_available: history.oldest_available,
-                lost_to_restore: from <= history.restored_head,
-            });
-        }
-        let start = history.entries.partition_point(|e| e.revision < from);
-        let mut entries = Vec::new();
-        let (mut events, mut bytes) = (0, 0);
-        let mut next = history.head.next().max(from);
-        for entry in history.entries.range(start..) {
-            if !entries.is_empty()
-                && (events + entry.events.len() > max_events || bytes + entry.bytes > max_bytes)
-            {
-                next = entry.revision;
-                break;
+        let (read, next) = {
+            let history = self.history();
+            if from < history.oldest_available {
+                return Err(HistoryGap {
+                    oldest_available: history.oldest_available,
+                    lost_to_restore: from <= history.restored_head,
+                });
             }
-            events += entry.events.len();
-            bytes += entry.bytes;
-            entries.push((entry.revision, entry.events.clone()));
+            let start = history.entries.partition_point(|e| e.revision < from);
+            let mut read = Vec::new();
+            let (mut events, mut bytes) = (0, 0);
+            let mut next = history.head.next().max(from);
+            for entry in history.entries.range(start..) {
+                if !read.is_empty()
+                    && (events + entry.event_count > max_events || bytes + entry.bytes > max_bytes)
+                {
+                    next = entry.revision;
+                    break;
+                }
+                events += entry.event_count;
+                bytes += entry.bytes;
+                read.push((entry.revision, entry.events()));
+            }
+            (read, next)
+        };
+        let mut entries = Vec::with_capacity(read.len());
+        for (revision, events) in read {
+            let events = match events {
+                Events::Unpacked(events) => events,
+                Events::Packed(packed) => match codec::decode_own::<Vec<Event>>(&packed) {
+                    Ok(events) => Arc::from(events),
+                    // Cannot happen (this process packed them); were it to, the reader is told its
+                    // events are gone, as if evicted, rather than skipping them silently.
+                    Err(e) => {
+                        error!(revision = revision.get(), "cannot unpack watch events: {e}");
+                        return Err(HistoryGap {
+                            oldest_available: revision.next(),
+                            lost_to_restore: false,
+                        });
+                    }
+                },
+            };
+            entries.push((revision, events));
         }
         Ok(HistoryRead { entries, next })
     }
@@ -448,5 +546,60 @@ mod tests {
         hub.reset(Revision::new(7));
         assert!(notified.has_changed().expect("hub alive"));
         assert_eq!(*notified.borrow_and_update(), Revision::new(7));
+    }
+
+    #[test]
+    fn entries_past_the_newest_are_packed_and_read_back_as_they_were_published() {
+        let hub = WatchHub::new(usize::MAX, usize::MAX);
+        let entries = UNPACKED_ENTRIES + 3;
+        let published: Vec<Vec<Event>> = (1..=entries as u64)
+            .map(|r| {
+                let mut events = vec![put(&format!("key-{r}"), r as usize % 7, Revision::new(r))];
+                // A delete carrying the key as it was: every field of an event goes through.
+                events.push(Event {
+                    kind: EventKind::Delete,
+                    kv: KeyValue {
+                        key: format!("gone-{r}").into_bytes(),
+                        value: Vec::new(),
+                        create_revision: Revision::new(r),
+                        mod_revision: Revision::new(r),
+                        version: 0,
+                        lease: LeaseId::new(u64::MAX - r),
+                    },
+                    prev: Some(put(&format!("gone-{r}"), 3, Revision::new(1)).kv),
+                    lease: LeaseId::new(r),
+                });
+                hub.publish(Revision::new(r), &events);
+                events
+            })
+            .collect();
+        {
+            let history = hub.history();
+            let packed = history
+                .entries
+                .iter()
+                .filter(|e| matches!(e.events, Stored::Packed(_)))
+                .count();
+            assert_eq!(
+                packed,
+                entries - UNPACKED_ENTRIES,
+                "only the oldest are packed"
+            );
+            assert!(matches!(history.entries[0].events, Stored::Packed(_)));
+            assert!(matches!(
+                history.entries[entries - 1].events,
+                Stored::Both { .. }
+            ));
+        }
+        let read = read_all(&hub, Revision::new(1)).expect("nothing evicted");
+        assert_eq!(read.entries.len(), entries);
+        for ((revision, events), (expected_revision, expected)) in read
+            .entries
+            .iter()
+            .zip((1..).map(Revision::new).zip(&published))
+        {
+            assert_eq!(*revision, expected_revision);
+            assert_eq!(&events[..], &expected[..], "revision {}", revision.get());
+        }
     }
 }
