@@ -24,6 +24,11 @@ const EVENT_OVERHEAD_BYTES: usize = std::mem::size_of::<Event>();
 /// How many of the newest entries keep their events decoded besides packed.
 const UNPACKED_ENTRIES: usize = 1_024;
 
+/// An entry whose events are larger than this ([`event_bytes`]) is kept packed only, from the
+/// start: keeping both forms of the newest entries costs at most
+/// `UNPACKED_ENTRIES * UNPACKED_ENTRY_MAX_BYTES` (16 MiB) on top of the history's bound.
+const UNPACKED_ENTRY_MAX_BYTES: usize = 16 * 1024;
+
 /// The events of one applied entry.
 #[derive(Debug)]
 struct Entry {
@@ -50,21 +55,22 @@ enum Stored {
 
 impl Entry {
     fn new(revision: Revision, events: &[Event]) -> Self {
-        let unpacked: Arc<[Event]> = Arc::from(events);
+        let bytes = events.iter().map(event_bytes).sum();
         let events_stored = match codec::encode(events) {
-            Ok(bytes) => Stored::Both {
-                unpacked,
-                packed: Arc::from(bytes),
+            Ok(packed) if bytes > UNPACKED_ENTRY_MAX_BYTES => Stored::Packed(Arc::from(packed)),
+            Ok(packed) => Stored::Both {
+                unpacked: Arc::from(events),
+                packed: Arc::from(packed),
             },
             Err(e) => {
                 error!(revision = revision.get(), "cannot pack watch events: {e}");
-                Stored::Unpacked(unpacked)
+                Stored::Unpacked(Arc::from(events))
             }
         };
         Entry {
             revision,
             event_count: events.len(),
-            bytes: events.iter().map(event_bytes).sum(),
+            bytes,
             events: events_stored,
         }
     }
@@ -601,5 +607,22 @@ mod tests {
             assert_eq!(*revision, expected_revision);
             assert_eq!(&events[..], &expected[..], "revision {}", revision.get());
         }
+    }
+
+    #[test]
+    fn a_large_entry_is_packed_at_once_and_read_back_whole() {
+        let hub = WatchHub::new(usize::MAX, usize::MAX);
+        let large = vec![put("big", UNPACKED_ENTRY_MAX_BYTES, Revision::new(1))];
+        let small = vec![put("small", 10, Revision::new(2))];
+        hub.publish(Revision::new(1), &large);
+        hub.publish(Revision::new(2), &small);
+        {
+            let history = hub.history();
+            assert!(matches!(history.entries[0].events, Stored::Packed(_)));
+            assert!(matches!(history.entries[1].events, Stored::Both { .. }));
+        }
+        let read = read_all(&hub, Revision::new(1)).expect("nothing evicted");
+        assert_eq!(&read.entries[0].1[..], &large[..]);
+        assert_eq!(&read.entries[1].1[..], &small[..]);
     }
 }
