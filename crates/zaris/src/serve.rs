@@ -86,7 +86,7 @@ pub struct ServeArgs {
     #[arg(long, env = "ZARIS_WRITE_INFLIGHT")]
     write_inflight: Option<usize>,
     /// Most keepalive batches (Renew entries) this node has in Raft at once while it leads.
-    /// Default 4, at most 64.
+    /// Default 1, at most 64.
     #[arg(long, env = "ZARIS_RENEW_INFLIGHT")]
     renew_inflight: Option<usize>,
     /// On a new cluster's first start, wait this long for the initial members' names to
