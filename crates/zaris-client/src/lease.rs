@@ -9,8 +9,9 @@ use futures::StreamExt;
 use tonic::Status;
 use zaris_proto::v1::lease_client::LeaseClient;
 use zaris_proto::v1::{
-    self as pb, GrantResult, LeaseGrantRequest, LeaseKeepAliveRequest, LeaseKeepAliveResponse,
-    LeaseListRequest, LeaseRevokeRequest, LeaseTimeToLiveRequest, RevokeResult,
+    self as pb, GrantResult, LeaseGrantKey, LeaseGrantRequest, LeaseKeepAliveRequest,
+    LeaseKeepAliveResponse, LeaseListRequest, LeaseRevokeRequest, LeaseTimeToLiveRequest,
+    RevokeResult,
 };
 use zaris_types::{LeaseId, Revision};
 
@@ -175,11 +176,64 @@ impl Client {
         self.grant_request(id, ttl).await
     }
 
+    /// Grants a lease (id chosen by the server) with `keys` written and bound to it in the same
+    /// apply step: the lease and all its keys exist from the returned revision on, or nothing
+    /// was created (a presence key in one call, with no window where the lease lives without
+    /// it). A key bound to another lease moves to this one. At most `max_txn_ops` and
+    /// `max_keys_per_lease` keys, none twice; sizes as for [`Client::put`]. Carries a request id,
+    /// so retries are safe.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), zaris_client::Error> {
+    /// use std::time::Duration;
+    /// use zaris_client::Client;
+    ///
+    /// let client = Client::connect(["127.0.0.1:7001"]).await?;
+    /// let grant = client
+    ///     .grant_with_keys(Duration::from_secs(10), [("workers/a", "10.0.0.7:8080")])
+    ///     .await?;
+    /// // Renew it with `client.keep_alive_once([grant.id])` or a `KeepAliveStream`.
+    /// # let _ = grant;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn grant_with_keys<K, V>(
+        &self,
+        ttl: Duration,
+        keys: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<LeaseGrant, Error>
+    where
+        K: Into<Vec<u8>>,
+        V: Into<Vec<u8>>,
+    {
+        let keys = keys
+            .into_iter()
+            .map(|(key, value)| LeaseGrantKey {
+                key: key.into(),
+                value: value.into(),
+            })
+            .collect();
+        match self.grant_call(LeaseId::NONE, ttl, keys).await? {
+            Some(grant) => Ok(grant),
+            None => Err(unexpected(None, "ID_IN_USE for a grant without an id")),
+        }
+    }
+
     async fn grant_request(&self, id: LeaseId, ttl: Duration) -> Result<Option<LeaseGrant>, Error> {
+        self.grant_call(id, ttl, Vec::new()).await
+    }
+
+    async fn grant_call(
+        &self,
+        id: LeaseId,
+        ttl: Duration,
+        keys: Vec<LeaseGrantKey>,
+    ) -> Result<Option<LeaseGrant>, Error> {
         let request = LeaseGrantRequest {
             ttl_ms: millis(ttl),
             id: id.get(),
             request_id: Some(self.next_request_id()),
+            keys,
         };
         let response = self
             .call(

@@ -20,10 +20,12 @@ use crate::state::State;
 /// Version 5: the limits end with `max_state_bytes`, the state quota (issue 12).
 /// Version 6: command `Batch`, many client requests in one entry (issue 13); the state's
 /// encoding did not change.
-pub const FORMAT_VERSION: u8 = 6;
+/// Version 7: command `GrantBound`, a lease granted with its keys (issue 13); the state's
+/// encoding did not change.
+pub const FORMAT_VERSION: u8 = 7;
 
 /// Format versions whose [`State`] encoding this release reads (see [`State::restore`]).
-pub const STATE_FORMAT_VERSIONS: [u8; 5] = [2, 3, 4, 5, FORMAT_VERSION];
+pub const STATE_FORMAT_VERSIONS: [u8; 6] = [2, 3, 4, 5, 6, FORMAT_VERSION];
 
 /// Versions whose state lacks the trailing `AuthState`.
 const STATE_VERSIONS_WITHOUT_AUTH: [u8; 2] = [2, 3];

@@ -107,6 +107,23 @@ pub enum Command {
     /// key, lease or lock ([`Command::batching`]), and a command that changes what many keys or
     /// locks hold (a revoke, a delete, a transaction) never joins one.
     Batch(Vec<Request>),
+    /// A grant whose lease is created with keys already bound to it, in one apply step: the
+    /// lease and all its keys exist from the same revision on, or nothing is created (ZooKeeper's
+    /// ephemeral create in one call, where etcd needs a Grant and then a Put). `owner` as in
+    /// [`Command::GrantOwned`]. Appended last, so older entries decode unchanged.
+    GrantBound {
+        id: LeaseId,
+        ttl_ms: DurationMs,
+        owner: Option<String>,
+        keys: Vec<BoundKey>,
+    },
+}
+
+/// A key written, bound to its lease, by [`Command::GrantBound`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BoundKey {
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
 }
 
 /// Requests in one [`Command::Batch`].
@@ -216,6 +233,7 @@ impl Command {
             Command::GrantOwned { .. } => "grant",
             Command::Auth(_) => "auth",
             Command::Batch(_) => "batch",
+            Command::GrantBound { .. } => "grant",
         }
     }
 
@@ -231,6 +249,14 @@ impl Command {
                     Batching::Touching(Touch::Lease(*id))
                 }
             }
+            // Its keys take the entry's revision like a put's; one touch per request, so a grant
+            // with a key joins a batch only with a server-chosen id and a single key.
+            Command::GrantBound { id, keys, .. } => match keys.as_slice() {
+                [] if *id == LeaseId::NONE => Batching::Freely,
+                [] => Batching::Touching(Touch::Lease(*id)),
+                [only] if *id == LeaseId::NONE => Batching::Touching(Touch::Key(&only.key)),
+                _ => Batching::Alone,
+            },
             Command::LockAcquire { name, .. }
             | Command::LockRelease { name, .. }
             | Command::LockCancel { name, .. } => Batching::Touching(Touch::Lock(name)),
@@ -283,13 +309,27 @@ impl Request {
     pub fn validate(&self, limits: &Limits) -> Result<(), Rejection> {
         match &self.command {
             Command::Grant { id, ttl_ms } | Command::GrantOwned { id, ttl_ms, .. } => {
-                if *id > LeaseId::MAX_CHOSEN {
-                    return Err(Rejection::InvalidArgument(format!(
-                        "lease id {id} is above {}, the largest a client may choose",
-                        LeaseId::MAX_CHOSEN
-                    )));
-                }
+                check_chosen_lease_id(*id)?;
                 check_ttl(*ttl_ms, limits)
+            }
+            Command::GrantBound {
+                id, ttl_ms, keys, ..
+            } => {
+                check_chosen_lease_id(*id)?;
+                check_ttl(*ttl_ms, limits)?;
+                check_count(LimitKind::TxnOps, keys.len(), limits)?;
+                check_count(LimitKind::KeysPerLease, keys.len(), limits)?;
+                let mut seen = std::collections::BTreeSet::new();
+                for bound in keys {
+                    check_key(&bound.key, limits)?;
+                    check_value(&bound.value, limits)?;
+                    if !seen.insert(bound.key.as_slice()) {
+                        return Err(Rejection::InvalidArgument(
+                            "a key is listed twice among the grant's keys".into(),
+                        ));
+                    }
+                }
+                Ok(())
             }
             Command::Renew { ids } => check_ids(ids.len(), ids.iter().copied(), limits),
             Command::Revoke { id } => check_ids(1, std::iter::once(*id), limits),
@@ -355,6 +395,16 @@ fn check_ttl(ttl_ms: DurationMs, limits: &Limits) -> Result<(), Rejection> {
             min_ttl_ms: limits.min_ttl_ms,
             max_ttl_ms: limits.max_ttl_ms,
         });
+    }
+    Ok(())
+}
+
+fn check_chosen_lease_id(id: LeaseId) -> Result<(), Rejection> {
+    if id > LeaseId::MAX_CHOSEN {
+        return Err(Rejection::InvalidArgument(format!(
+            "lease id {id} is above {}, the largest a client may choose",
+            LeaseId::MAX_CHOSEN
+        )));
     }
     Ok(())
 }

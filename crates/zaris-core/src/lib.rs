@@ -19,8 +19,8 @@ pub mod state;
 pub mod types;
 
 pub use command::{
-    Batching, Command, Compare, CompareOp, CompareTarget, ExpiredLease, MAX_BATCH_REQUESTS,
-    Request, Touch, Txn, TxnOp,
+    Batching, BoundKey, Command, Compare, CompareOp, CompareTarget, ExpiredLease,
+    MAX_BATCH_REQUESTS, Request, Touch, Txn, TxnOp,
 };
 pub use faults::Faults;
 pub use lessor::{Lessor, LessorConfig};

@@ -297,12 +297,16 @@ impl NodeContext {
         mut request: Request,
     ) -> Result<Reply, ApiError> {
         if let Some(user) = &caller.user {
-            if let Command::Grant { id, ttl_ms } = &request.command {
-                request.command = Command::GrantOwned {
-                    id: *id,
-                    ttl_ms: *ttl_ms,
-                    owner: user.clone(),
-                };
+            match &mut request.command {
+                Command::Grant { id, ttl_ms } => {
+                    request.command = Command::GrantOwned {
+                        id: *id,
+                        ttl_ms: *ttl_ms,
+                        owner: user.clone(),
+                    };
+                }
+                Command::GrantBound { owner, .. } => *owner = Some(user.clone()),
+                _ => {}
             }
             // Request ids are the user's own: another user who sends the same id gets neither
             // the remembered answer (which may hold keys it may not read) nor a refusal to apply.

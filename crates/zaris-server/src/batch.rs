@@ -81,6 +81,13 @@ fn request_bytes(command: &Command) -> usize {
             key, value, guard, ..
         } => key.len() + value.len() + guard.as_ref().map_or(0, |g| g.lock.len()),
         Command::GrantOwned { owner, .. } => owner.len(),
+        Command::GrantBound { owner, keys, .. } => {
+            owner.as_ref().map_or(0, String::len)
+                + keys
+                    .iter()
+                    .map(|k| k.key.len() + k.value.len())
+                    .sum::<usize>()
+        }
         Command::LockAcquire { name, .. }
         | Command::LockRelease { name, .. }
         | Command::LockCancel { name, .. } => name.len(),

@@ -37,6 +37,7 @@ pub(crate) const COMPARE_WORKLOADS: &[&str] = &[
     "lock4",
     "lock16",
     "populate",
+    "populate1",
     "failover",
 ];
 /// Workers of the populate phase.
@@ -149,6 +150,20 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
                 target: "≤ 0.5",
                 detail: String::new(),
             });
+        }
+        if wants("populate1") {
+            let count = args.compare_leases;
+            let zp = costed(&zpids, populate_in_one_call(&z, count)).await?;
+            let ep = costed(&epids, populate_in_one_call(&e, count)).await?;
+            rows.push(throughput_row(
+                &format!(
+                    "populate {count} leases with a key each, one call per pair where the API \
+                     has one (etcd: grant + put)"
+                ),
+                "≥ 3",
+                zp,
+                ep,
+            ));
         }
         anyhow::Ok(())
     }
@@ -347,17 +362,50 @@ pub(crate) async fn populate<T: Target>(target: &T, count: usize) -> anyhow::Res
     populate_with_ttl(target, count, |_| TTL).await
 }
 
+/// [`populate`] (under `populate1/`), each pair in one call where the system has one
+/// ([`Target::grant_with_key`]).
+async fn populate_in_one_call<T: Target>(target: &T, count: usize) -> anyhow::Result<Sample> {
+    populate_pairs(target, count, |target, i| {
+        target.grant_with_key(TTL, format!("populate1/{i:08}"), vec![b'v'; 64])
+    })
+    .await
+}
+
 /// [`populate`], with each lease's TTL chosen when it is granted (`ttl(now)`).
 pub(crate) async fn populate_with_ttl<T: Target>(
     target: &T,
     count: usize,
     ttl: impl Fn(Instant) -> Duration + Clone + Send + Sync + 'static,
 ) -> anyhow::Result<Sample> {
+    populate_pairs(target, count, move |target, i| {
+        let (target, ttl) = (target.clone(), ttl.clone());
+        Box::pin(async move {
+            let lease = target.grant(ttl(Instant::now())).await?;
+            target
+                .put(format!("populate/{i:08}"), vec![b'v'; 64], lease)
+                .await?;
+            Ok(lease)
+        })
+    })
+    .await
+}
+
+/// Creates `count` leases with a key each, `pair(target, i)` making the `i`-th, from
+/// [`POPULATE_WORKERS`] workers.
+async fn populate_pairs<T: Target>(
+    target: &T,
+    count: usize,
+    pair: impl Fn(&T, usize) -> futures::future::BoxFuture<'static, anyhow::Result<u64>>
+    + Clone
+    + Send
+    + Sync
+    + 'static,
+) -> anyhow::Result<Sample> {
     let next = Arc::new(Mutex::new(0usize));
     let started = Instant::now();
     let tasks: Vec<_> = (0..POPULATE_WORKERS)
         .map(|_| {
-            let (target, next, ttl) = (target.clone(), next.clone(), ttl.clone());
+            let (target, next, pair) = (target.clone(), next.clone(), pair.clone());
             tokio::spawn(async move {
                 let mut sample = Sample::default();
                 loop {
@@ -370,14 +418,8 @@ pub(crate) async fn populate_with_ttl<T: Target>(
                         *next
                     };
                     let sent = Instant::now();
-                    let pair = async {
-                        let lease = target.grant(ttl(sent)).await?;
-                        target
-                            .put(format!("populate/{i:08}"), vec![b'v'; 64], lease)
-                            .await
-                    };
-                    match tokio::time::timeout(CALL_TIMEOUT, pair).await {
-                        Ok(Ok(())) => {
+                    match tokio::time::timeout(CALL_TIMEOUT, pair(&target, i)).await {
+                        Ok(Ok(_)) => {
                             sample.ok += 1;
                             sample.latencies.push(sent.elapsed());
                         }

@@ -82,6 +82,16 @@ impl Target for ZarisTarget {
         .boxed()
     }
 
+    fn grant_with_key(
+        &self,
+        ttl: Duration,
+        key: String,
+        value: Vec<u8>,
+    ) -> BoxFuture<'static, anyhow::Result<u64>> {
+        let client = self.0.clone();
+        async move { Ok(client.grant_with_keys(ttl, [(key, value)]).await?.id.get()) }.boxed()
+    }
+
     fn lock_cycle(&self, name: String, lease: u64) -> BoxFuture<'static, anyhow::Result<()>> {
         let client = self.0.clone();
         async move {

@@ -333,6 +333,30 @@ impl State {
                 }
                 Ok(granted)
             }
+            Command::GrantBound {
+                id,
+                ttl_ms,
+                owner,
+                keys,
+            } => {
+                // Everything that could refuse a key is checked before the grant, so a refusal
+                // leaves nothing behind (the keys are distinct and within the per-lease bound:
+                // `Request::validate`).
+                let growth = keys.iter().fold(size::LEASE_BYTES, |sum, k| {
+                    sum.saturating_add(self.put_growth(&k.key, &k.value))
+                });
+                self.check_room(growth)?;
+                let granted = self.grant(rev, *id, *ttl_ms, fx)?;
+                if let Outcome::Granted { id, .. } = &granted {
+                    if let Some(owner) = owner {
+                        self.auth.set_lease_owner(*id, owner);
+                    }
+                    for bound in keys {
+                        self.put(rev, &bound.key, &bound.value, *id, fx);
+                    }
+                }
+                Ok(granted)
+            }
             Command::Renew { ids } => Ok(self.renew(rev, ids, fx)),
             Command::Revoke { id } => self.revoke(rev, *id, fx),
             Command::Expire { leases } => Ok(self.expire(rev, leases, fx)),
@@ -437,6 +461,11 @@ impl State {
         };
         match command {
             Command::Grant { .. } | Command::GrantOwned { .. } => {}
+            Command::GrantBound { keys, .. } => {
+                for bound in keys {
+                    auth.check_keys(caller, &KeySelector::Key(bound.key.clone()), Need::Write)?;
+                }
+            }
             Command::Renew { ids } => {
                 for id in ids {
                     lease(*id, LeaseUse::Renew)?;

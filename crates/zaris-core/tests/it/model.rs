@@ -10,10 +10,10 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use zaris_core::{
-    CancelOutcome, Command, Compare, CompareOp, CompareTarget, DurationMs, EventKind, ExpiredLease,
-    FencingToken, Guard, KeySelector, KeyValue, LeaseId, LeaseInfo, LimitKind, Limits, LockEffect,
-    LockInfo, LockOutcome, OpResult, Outcome, Rejection, Request, RequestId, Response, Revision,
-    State, Txn, TxnOp,
+    BoundKey, CancelOutcome, Command, Compare, CompareOp, CompareTarget, DurationMs, EventKind,
+    ExpiredLease, FencingToken, Guard, KeySelector, KeyValue, LeaseId, LeaseInfo, LimitKind,
+    Limits, LockEffect, LockInfo, LockOutcome, OpResult, Outcome, Rejection, Request, RequestId,
+    Response, Revision, State, Txn, TxnOp,
 };
 
 /// Small limits, so that every limit is actually hit by random sequences.
@@ -288,40 +288,53 @@ impl Model {
         (all[..n].to_vec(), n < all.len())
     }
 
+    fn grant(&mut self, rev: Revision, id: &LeaseId, ttl_ms: &DurationMs) -> Response {
+        if self.leases.len() as u64 >= self.limits.max_leases {
+            return Err(Rejection::LimitExceeded {
+                limit: LimitKind::Leases,
+                max: self.limits.max_leases,
+                actual: self.leases.len() as u64 + 1,
+            });
+        }
+        // Ids are never reused: a chosen id must be above every id granted before.
+        let id = if id.is_none() {
+            self.next_id
+        } else if *id < self.next_id {
+            return Err(Rejection::LeaseIdUsed {
+                id: *id,
+                next_free: self.next_id,
+            });
+        } else {
+            *id
+        };
+        self.next_id = self.next_id.max(id.next());
+        self.leases.insert(
+            id,
+            MLease {
+                ttl_ms: *ttl_ms,
+                granted: rev,
+                renewed: rev,
+            },
+        );
+        Ok(Outcome::Granted {
+            id,
+            ttl_ms: *ttl_ms,
+        })
+    }
+
     fn execute(&mut self, rev: Revision, command: &Command, ch: &mut Changes) -> Response {
         match command {
-            Command::Grant { id, ttl_ms } => {
-                if self.leases.len() as u64 >= self.limits.max_leases {
-                    return Err(Rejection::LimitExceeded {
-                        limit: LimitKind::Leases,
-                        max: self.limits.max_leases,
-                        actual: self.leases.len() as u64 + 1,
-                    });
+            Command::Grant { id, ttl_ms } => self.grant(rev, id, ttl_ms),
+            Command::GrantBound {
+                id, ttl_ms, keys, ..
+            } => {
+                let granted = self.grant(rev, id, ttl_ms)?;
+                if let Outcome::Granted { id, .. } = &granted {
+                    for bound in keys {
+                        self.do_put(rev, &bound.key, &bound.value, *id, ch);
+                    }
                 }
-                // Ids are never reused: a chosen id must be above every id granted before.
-                let id = if id.is_none() {
-                    self.next_id
-                } else if *id < self.next_id {
-                    return Err(Rejection::LeaseIdUsed {
-                        id: *id,
-                        next_free: self.next_id,
-                    });
-                } else {
-                    *id
-                };
-                self.next_id = self.next_id.max(id.next());
-                self.leases.insert(
-                    id,
-                    MLease {
-                        ttl_ms: *ttl_ms,
-                        granted: rev,
-                        renewed: rev,
-                    },
-                );
-                Ok(Outcome::Granted {
-                    id,
-                    ttl_ms: *ttl_ms,
-                })
+                Ok(granted)
             }
             Command::Renew { ids } => {
                 let (mut renewed, mut not_found) = (vec![], vec![]);
@@ -607,6 +620,11 @@ enum Op {
         id: LeaseId,
         ttl_ms: DurationMs,
     },
+    GrantBound {
+        id: LeaseId,
+        ttl_ms: DurationMs,
+        keys: Vec<(Vec<u8>, Vec<u8>)>,
+    },
     Renew {
         ids: Vec<LeaseId>,
     },
@@ -745,6 +763,8 @@ fn batchable_op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => (prop_oneof![2 => Just(0u64), 1 => 1u64..8], prop::sample::select(vec![500u64, 5_000, 60_001]))
             .prop_map(|(id, ttl_ms)| Op::Grant { id: LeaseId::new(id), ttl_ms: DurationMs::new(ttl_ms) }),
+        2 => (prop_oneof![2 => Just(0u64), 1 => 1u64..8], prop::sample::select(vec![500u64, 5_000]), prop::collection::vec((key(), value()), 0..4))
+            .prop_map(|(id, ttl_ms, keys)| Op::GrantBound { id: LeaseId::new(id), ttl_ms: DurationMs::new(ttl_ms), keys }),
         4 => (key(), value(), lease_id(), guard(), any::<bool>())
             .prop_map(|(key, value, lease, guard, prev_kv)| Op::Put { key, value, lease, guard, prev_kv }),
         3 => (lock_name(), lease_id(), any::<bool>()).prop_map(|(name, lease, wait)| Op::Acquire { name, lease, wait }),
@@ -757,6 +777,8 @@ fn single_op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (prop_oneof![2 => Just(0u64), 1 => 1u64..8], prop::sample::select(vec![500u64, 1_000, 5_000, 60_000, 60_001]))
             .prop_map(|(id, ttl_ms)| Op::Grant { id: LeaseId::new(id), ttl_ms: DurationMs::new(ttl_ms) }),
+        2 => (prop_oneof![2 => Just(0u64), 1 => 1u64..8], prop::sample::select(vec![500u64, 5_000]), prop::collection::vec((key(), value()), 0..4))
+            .prop_map(|(id, ttl_ms, keys)| Op::GrantBound { id: LeaseId::new(id), ttl_ms: DurationMs::new(ttl_ms), keys }),
         3 => prop::collection::vec(lease_id(), 0..6).prop_map(|ids| Op::Renew { ids }),
         2 => lease_id().prop_map(|id| Op::Revoke { id }),
         3 => prop::collection::vec((lease_id(), prop_oneof![Just(ObservedPick::Current), Just(ObservedPick::Stale)]), 0..5)
@@ -802,6 +824,15 @@ fn resolve_guard(model: &Model, guard: &Option<(String, TokenPick)>) -> Option<G
 fn to_command(model: &Model, op: &Op) -> Option<Command> {
     Some(match op.clone() {
         Op::Grant { id, ttl_ms } => Command::Grant { id, ttl_ms },
+        Op::GrantBound { id, ttl_ms, keys } => Command::GrantBound {
+            id,
+            ttl_ms,
+            owner: None,
+            keys: keys
+                .into_iter()
+                .map(|(key, value)| BoundKey { key, value })
+                .collect(),
+        },
         Op::Renew { ids } => Command::Renew { ids },
         Op::Revoke { id } => Command::Revoke { id },
         Op::Expire { leases } => Command::Expire {

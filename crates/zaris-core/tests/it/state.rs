@@ -1,9 +1,10 @@
 //! Hand-written scenarios: each behaviour and each rejection path, with the exact outcome.
 
 use zaris_core::{
-    CancelOutcome, Command, Compare, CompareOp, CompareTarget, DurationMs, EventKind, ExpiredLease,
-    FencingToken, Guard, KeySelector, LeaseEffect, LeaseId, LimitKind, Limits, LockEffect,
-    LockOutcome, OpResult, Outcome, Rejection, Request, RequestId, Revision, State, Txn, TxnOp,
+    BoundKey, CancelOutcome, Command, Compare, CompareOp, CompareTarget, DurationMs, EventKind,
+    ExpiredLease, FencingToken, Guard, KeySelector, LeaseEffect, LeaseId, LimitKind, Limits,
+    LockEffect, LockOutcome, OpResult, Outcome, Rejection, Request, RequestId, Revision, State,
+    Txn, TxnOp,
 };
 
 use super::{Log, TTL, acquire, grant};
@@ -58,6 +59,142 @@ fn assert_rejected(log: &mut Log, command: Command, expected: Rejection) {
 }
 
 // ---- leases ----------------------------------------------------------------------------------
+
+fn grant_bound(id: u64, keys: &[(&str, &str)]) -> Command {
+    Command::GrantBound {
+        id: LeaseId::new(id),
+        ttl_ms: TTL,
+        owner: None,
+        keys: keys
+            .iter()
+            .map(|(key, value)| BoundKey {
+                key: key.as_bytes().to_vec(),
+                value: value.as_bytes().to_vec(),
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn a_grant_with_keys_creates_the_lease_and_its_keys_at_one_revision_and_revoke_ends_all() {
+    let mut log = Log::new(Limits::default());
+    let other = grant(&mut log);
+    log.apply(put("moved", "old", other)).expect("put");
+    let rev = log.rev();
+    let applied = log.apply_full(grant_bound(0, &[("a", "1"), ("moved", "2")]));
+    let id = match applied.response {
+        Ok(Outcome::Granted { id, ttl_ms }) => {
+            assert_eq!(ttl_ms, TTL);
+            id
+        }
+        other => panic!("expected a grant, got {other:?}"),
+    };
+    // Both keys are put at the grant's revision, bound to the new lease; the key that belonged
+    // to another lease moved (as a put with a lease moves it).
+    let events: Vec<_> = applied
+        .effects
+        .events
+        .iter()
+        .map(|e| (e.kind, e.kv.key.clone(), e.kv.mod_revision, e.lease))
+        .collect();
+    assert_eq!(
+        events,
+        vec![
+            (EventKind::Put, b"a".to_vec(), rev, id),
+            (EventKind::Put, b"moved".to_vec(), rev, id),
+        ]
+    );
+    let info = log.state.lease(id, true).expect("the lease");
+    assert_eq!((info.granted_revision, info.key_count), (rev, 2));
+    assert_eq!(info.keys, vec![b"a".to_vec(), b"moved".to_vec()]);
+    assert_eq!(log.state.lease(other, false).expect("other").key_count, 0);
+    assert_eq!(log.state.get(b"moved").expect("moved").value, b"2".to_vec());
+    assert!(
+        applied
+            .effects
+            .leases
+            .iter()
+            .any(|e| matches!(e, LeaseEffect::Refreshed { id: refreshed, .. } if *refreshed == id)),
+        "the lessor learns the new lease: {:?}",
+        applied.effects.leases
+    );
+
+    // No keys: a plain grant.
+    match log.apply(grant_bound(0, &[])) {
+        Ok(Outcome::Granted { id: bare, .. }) => {
+            assert_eq!(log.state.lease(bare, false).expect("bare").key_count, 0)
+        }
+        other => panic!("expected a grant, got {other:?}"),
+    }
+
+    log.apply(Command::Revoke { id }).expect("revoke");
+    assert_eq!(keys(&log.state), Vec::<Vec<u8>>::new());
+}
+
+#[test]
+fn a_refused_grant_with_keys_creates_neither_the_lease_nor_any_key() {
+    let limits = Limits {
+        max_keys_per_lease: 2,
+        max_leases: 3,
+        ..Limits::default()
+    };
+    let mut log = Log::new(limits.clone());
+    let taken = grant(&mut log);
+    let too_long = "k".repeat(limits.max_key_bytes as usize + 1);
+    let cases = [
+        (
+            grant_bound(taken.get(), &[("a", "1")]),
+            Rejection::LeaseIdUsed {
+                id: taken,
+                next_free: taken.next(),
+            },
+        ),
+        (
+            grant_bound(0, &[("a", "1"), ("b", "2"), ("c", "3")]),
+            Rejection::LimitExceeded {
+                limit: LimitKind::KeysPerLease,
+                max: 2,
+                actual: 3,
+            },
+        ),
+        (
+            grant_bound(0, &[("a", "1"), ("a", "2")]),
+            Rejection::InvalidArgument("a key is listed twice among the grant's keys".into()),
+        ),
+        (
+            grant_bound(0, &[("a", "1"), ("", "2")]),
+            Rejection::InvalidArgument("key must not be empty".into()),
+        ),
+        (
+            grant_bound(0, &[("a", "1"), (too_long.as_str(), "2")]),
+            Rejection::LimitExceeded {
+                limit: LimitKind::KeyBytes,
+                max: limits.max_key_bytes as u64,
+                actual: limits.max_key_bytes as u64 + 1,
+            },
+        ),
+    ];
+    for (command, expected) in cases {
+        assert!(
+            Request::new(command.clone()).validate(&limits).is_err()
+                || matches!(expected, Rejection::LeaseIdUsed { .. }),
+            "stateless refusals are caught before proposing: {command:?}"
+        );
+        assert_rejected(&mut log, command, expected);
+    }
+    // The lease limit, checked when applied.
+    grant(&mut log);
+    grant(&mut log);
+    assert_rejected(
+        &mut log,
+        grant_bound(0, &[("a", "1")]),
+        Rejection::LimitExceeded {
+            limit: LimitKind::Leases,
+            max: 3,
+            actual: 4,
+        },
+    );
+}
 
 #[test]
 fn grant_chooses_fresh_ids_and_never_reuses_them() {
@@ -1457,6 +1594,32 @@ fn big_put(key: &str, value_bytes: usize, lease: LeaseId) -> Command {
     }
 }
 
+#[test]
+fn a_grant_with_keys_is_refused_whole_when_its_keys_would_overrun_the_quota() {
+    let limits = Limits {
+        max_state_bytes: zaris_core::limits::MIN_STATE_BYTES,
+        ..Limits::default()
+    };
+    let mut log = Log::new(limits);
+    // Leave room for a lease (256 bytes) but not for a lease and a key.
+    let room = zaris_core::limits::MIN_STATE_BYTES - log.state.footprint_bytes();
+    let pad = room - 3 - 96 - 300;
+    log.apply(big_put("pad", pad as usize, LeaseId::NONE))
+        .expect("fill up to 300 bytes below the quota");
+    let mut unchanged = log.state.clone();
+    unchanged.apply_noop(log.rev());
+    let response = log.apply(grant_bound(0, &[("k", &"v".repeat(100))]));
+    assert!(response.as_ref().is_err_and(quota_full), "{response:?}");
+    assert_eq!(
+        log.state, unchanged,
+        "a refused grant left something behind"
+    );
+    assert!(matches!(
+        log.apply(grant_bound(0, &[])),
+        Ok(Outcome::Granted { .. })
+    ));
+}
+
 fn quota_full(rejection: &Rejection) -> bool {
     matches!(
         rejection,
@@ -1513,6 +1676,7 @@ fn the_quota_refuses_growth_past_it_and_always_lets_a_full_state_shrink() {
         },
         acquire("l", lease, true),
         big_put("c", 1_000, LeaseId::NONE),
+        grant_bound(0, &[("c", "v")]),
         Command::Txn(Txn {
             compares: Vec::new(),
             success: vec![TxnOp::Put {

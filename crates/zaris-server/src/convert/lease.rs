@@ -4,8 +4,8 @@
 use std::collections::HashSet;
 
 use zaris_core::{
-    Command, DurationMs, LeaseId, LeaseInfo, LimitKind, Limits, Outcome, Rejection, Request,
-    Response,
+    BoundKey, Command, DurationMs, LeaseId, LeaseInfo, LimitKind, Limits, Outcome, Rejection,
+    Request, Response,
 };
 use zaris_proto::v1::{self, ResponseHeader};
 
@@ -13,11 +13,25 @@ use super::validated;
 use crate::error::ApiError;
 use crate::renew::Renewals;
 
-/// A lease Grant, validated (TTL bounds).
+/// A lease Grant, validated (TTL bounds; the keys it binds, if any).
 pub fn grant_request(request: v1::LeaseGrantRequest, limits: &Limits) -> Result<Request, ApiError> {
-    let command = Command::Grant {
-        id: LeaseId::new(request.id),
-        ttl_ms: DurationMs::new(request.ttl_ms),
+    let (id, ttl_ms) = (LeaseId::new(request.id), DurationMs::new(request.ttl_ms));
+    let command = if request.keys.is_empty() {
+        Command::Grant { id, ttl_ms }
+    } else {
+        Command::GrantBound {
+            id,
+            ttl_ms,
+            owner: None,
+            keys: request
+                .keys
+                .into_iter()
+                .map(|k| BoundKey {
+                    key: k.key,
+                    value: k.value,
+                })
+                .collect(),
+        }
     };
     validated(request.request_id, command, limits)
 }
@@ -200,7 +214,8 @@ pub fn lease_summary(info: &LeaseInfo, remaining_ttl_ms: u64) -> v1::LeaseSummar
 mod tests {
     use tonic::Code;
     use zaris_core::{
-        Command, LeaseInfo, LimitKind, Limits, Outcome, Rejection, Request, RequestId, Revision,
+        BoundKey, Command, LeaseInfo, LimitKind, Limits, Outcome, Rejection, Request, RequestId,
+        Revision,
     };
     use zaris_proto::v1::{self, ErrorCode, Outcome as WireOutcome};
 
@@ -216,6 +231,7 @@ mod tests {
                 ttl_ms: 5_000,
                 id: 42,
                 request_id: wire_id(3, 4),
+                ..Default::default()
             },
             &small(),
         ));
@@ -250,6 +266,70 @@ mod tests {
                 (limit.name.as_str(), limit.limit, limit.actual),
                 (name, bound, ttl_ms)
             );
+        }
+
+        // Keys make it a grant with keys; a bad key refuses the whole grant, typed.
+        let key = |key: &str, value: &str| v1::LeaseGrantKey {
+            key: key.into(),
+            value: value.into(),
+        };
+        let request = ok(grant_request(
+            v1::LeaseGrantRequest {
+                ttl_ms: 5_000,
+                keys: vec![key("a", "1"), key("b", "")],
+                ..Default::default()
+            },
+            &small(),
+        ));
+        assert_eq!(
+            request,
+            Request::new(Command::GrantBound {
+                id: LeaseId::NONE,
+                ttl_ms: DurationMs::new(5_000),
+                owner: None,
+                keys: vec![
+                    BoundKey {
+                        key: b"a".to_vec(),
+                        value: b"1".to_vec()
+                    },
+                    BoundKey {
+                        key: b"b".to_vec(),
+                        value: Vec::new()
+                    },
+                ],
+            })
+        );
+        for (keys, status_code, code, message) in [
+            (
+                vec![key("a", "1"), key("", "2")],
+                Code::InvalidArgument,
+                ErrorCode::InvalidArgument,
+                "key must not be empty",
+            ),
+            (
+                vec![key("a", "1"), key("a", "2")],
+                Code::InvalidArgument,
+                ErrorCode::InvalidArgument,
+                "a key is listed twice among the grant's keys",
+            ),
+            (
+                vec![key("a", "1"), key("b", "2"), key("c", "3")],
+                Code::ResourceExhausted,
+                ErrorCode::CapacityExceeded,
+                "max_keys_per_lease",
+            ),
+        ] {
+            let status = err(grant_request(
+                v1::LeaseGrantRequest {
+                    ttl_ms: 5_000,
+                    keys,
+                    ..Default::default()
+                },
+                &small(),
+            ));
+            assert_eq!(status.code(), status_code);
+            assert_eq!(detail(&status).code(), code);
+            assert!(status.message().contains(message), "{}", status.message());
         }
     }
 

@@ -499,6 +499,7 @@ mod tests {
             ttl_ms: 5_000,
             id: lease,
             request_id: None,
+            ..Default::default()
         };
         let in_use = ok(grant_response(
             header(2),
@@ -649,6 +650,7 @@ mod tests {
                 ttl_ms: 5_000,
                 id: 0,
                 request_id: wire_id(1, 1),
+                ..Default::default()
             },
             &limits,
         ));

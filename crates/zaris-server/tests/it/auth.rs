@@ -216,6 +216,44 @@ async fn tenants_cannot_touch_each_others_leases_keys_or_locks_and_an_admin_can(
         "b writes a/",
         "no write permission",
     );
+    // A grant with keys needs write permission on every key, and a refusal creates no lease.
+    let leases_before = b
+        .leases(LeaseId::NONE, 1_000)
+        .await
+        .expect("list")
+        .leases
+        .len();
+    assert_denied(
+        b.grant_with_keys(Duration::from_secs(60), [("b/p", "1"), ("a/x", "stolen")])
+            .await,
+        "b grants a lease with a key under a/",
+        "no write permission on key \"a/x\"",
+    );
+    assert_eq!(
+        b.leases(LeaseId::NONE, 1_000)
+            .await
+            .expect("list")
+            .leases
+            .len(),
+        leases_before,
+        "a refused grant with keys created a lease"
+    );
+    assert!(b.get("b/p").await.expect("get").is_none());
+    let present = b
+        .grant_with_keys(Duration::from_secs(60), [("b/p", "1")])
+        .await
+        .expect("b grants a lease with its own key");
+    let info = b
+        .time_to_live(present.id, true)
+        .await
+        .expect("ttl")
+        .expect("found");
+    assert_eq!(info.owner, "b", "the caller owns a lease granted with keys");
+    assert_eq!(info.bound_keys, vec![b"b/p".to_vec()]);
+    assert!(matches!(
+        b.revoke(present.id).await.expect("b revokes its own lease"),
+        Revocation::Revoked { .. }
+    ));
     assert_denied(
         b.lock("a/lock", lease_b, true, Duration::from_millis(100))
             .await,

@@ -370,3 +370,71 @@ async fn a_half_closed_keepalive_stream_is_answered_and_then_ended() {
     );
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_granted_with_keys_has_them_from_its_first_revision_until_it_ends() {
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.leader().await;
+    // Through a follower: the grant is redirected like any other.
+    let client = cluster.client(&[cluster.followers(leader)[0]]).await;
+    let ttl = Duration::from_secs(30);
+    let grant = client
+        .grant_with_keys(ttl, [("svc/a", "up"), ("svc/b", "ready")])
+        .await
+        .expect("grant with keys");
+    for (key, value) in [("svc/a", "up"), ("svc/b", "ready")] {
+        let kv = client.get(key).await.expect("get").expect("present");
+        assert_eq!(kv.value, value.as_bytes());
+        assert_eq!(
+            (kv.lease, kv.create_revision, kv.mod_revision),
+            (Some(grant.id), grant.revision, grant.revision),
+            "{key} is born with its lease"
+        );
+    }
+
+    // A refusal is typed and leaves nothing behind.
+    let err = client
+        .grant_with_keys(ttl, [("svc/c", "1"), ("svc/c", "2")])
+        .await
+        .expect_err("a key listed twice");
+    assert_eq!(err.code(), Some(tonic::Code::InvalidArgument), "{err}");
+    assert!(err.to_string().contains("listed twice"), "{err}");
+    assert!(client.get("svc/c").await.expect("get").is_none());
+
+    // Concurrent grants on the same few keys (they share Raft entries under load, never two
+    // on one key): each key ends bound to exactly one of them, and the leases' key counts agree.
+    let grants = futures::future::join_all((0..24).map(|i| {
+        let client = client.clone();
+        async move {
+            let key = format!("race/{}", i % 3);
+            client.grant_with_keys(ttl, [(key, format!("{i}"))]).await
+        }
+    }))
+    .await;
+    let ids: Vec<LeaseId> = grants
+        .into_iter()
+        .map(|g| g.expect("a concurrent grant with a key").id)
+        .collect();
+    let mut bound = 0;
+    for id in &ids {
+        let info = client
+            .time_to_live(*id, true)
+            .await
+            .expect("ttl")
+            .expect("granted");
+        bound += info.bound_keys.len();
+        for key in &info.bound_keys {
+            let kv = client.get(key.clone()).await.expect("get").expect("bound");
+            assert_eq!(kv.lease, Some(*id), "a key's lease lists it");
+        }
+    }
+    assert_eq!(bound, 3, "each of the three keys is bound to one lease");
+
+    assert!(matches!(
+        client.revoke(grant.id).await.expect("revoke"),
+        Revocation::Revoked { .. }
+    ));
+    assert!(client.get("svc/a").await.expect("get").is_none());
+    assert!(client.get("svc/b").await.expect("get").is_none());
+    cluster.shutdown().await;
+}

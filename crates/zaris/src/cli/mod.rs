@@ -369,11 +369,21 @@ pub enum MemberCmd {
     },
 }
 
+/// `KEY=VALUE` (the value may contain `=`; the key may not be empty).
+fn parse_key_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+        _ => Err(format!(
+            "expected KEY=VALUE with a non-empty key, got {text:?}"
+        )),
+    }
+}
+
 /// `zaris lease ...`
 #[derive(Subcommand, Debug)]
 pub enum LeaseCmd {
     /// Grant a lease and print its id.
-    #[command(after_help = "Example: zaris lease grant --ttl 10s")]
+    #[command(after_help = "Example: zaris lease grant --ttl 10s --put workers/a=10.0.0.7:8080")]
     Grant {
         /// Time to live (e.g. 5s, 1500ms, 2m); must lie within the cluster's TTL bounds.
         #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
@@ -382,6 +392,10 @@ pub enum LeaseCmd {
         /// must be above every id the cluster has granted (else the grant answers id_in_use).
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         id: Option<u64>,
+        /// Write KEY=VALUE bound to the new lease, in the same step as the grant (repeatable):
+        /// the lease and its keys exist together, or nothing is created.
+        #[arg(long = "put", value_name = "KEY=VALUE", value_parser = parse_key_value, conflicts_with = "id")]
+        puts: Vec<(String, String)>,
     },
     /// Keep a lease alive: renew it every TTL/3 until Ctrl-C (or once, with --once).
     #[command(after_help = "Example: zaris lease keepalive 7 --once")]
@@ -635,7 +649,7 @@ impl Cli {
 
     async fn lease(&self, cmd: LeaseCmd) -> Result<()> {
         match cmd {
-            LeaseCmd::Grant { ttl, id } => self.lease_grant(ttl, id).await,
+            LeaseCmd::Grant { ttl, id, puts } => self.lease_grant(ttl, id, puts).await,
             LeaseCmd::Keepalive { id, once: true } => self.lease_keepalive_once(id).await,
             LeaseCmd::Keepalive { id, once: false } => self.lease_keepalive_loop(id).await,
             LeaseCmd::Revoke { id } => self.lease_revoke(id).await,
@@ -644,8 +658,18 @@ impl Cli {
         }
     }
 
-    async fn lease_grant(&self, ttl: Duration, id: Option<u64>) -> Result<()> {
+    async fn lease_grant(
+        &self,
+        ttl: Duration,
+        id: Option<u64>,
+        puts: Vec<(String, String)>,
+    ) -> Result<()> {
         let grant = match id {
+            None if !puts.is_empty() => self
+                .client
+                .grant_with_keys(ttl, puts)
+                .await
+                .map_err(|e| self.fail(&e))?,
             None => self.client.grant(ttl).await.map_err(|e| self.fail(&e))?,
             Some(id) => match self
                 .client
@@ -928,7 +952,7 @@ mod tests {
         assert_eq!(cli.global.output, OutputFormat::Json);
         assert_eq!(cli.global.timeout, Duration::from_secs(3));
         match cli.command {
-            Top::Client(Command::Lease(LeaseCmd::Grant { ttl, id: None })) => {
+            Top::Client(Command::Lease(LeaseCmd::Grant { ttl, id: None, .. })) => {
                 assert_eq!(ttl, Duration::from_millis(1500));
             }
             other => panic!("parsed as {other:?}"),

@@ -210,6 +210,36 @@ fn cli_drives_a_node_with_json_output() {
     let (_, out, _) = run(addr, &["get", "svc/a"]);
     assert_eq!(json(&out)["count"], 0, "the bound key went with its lease");
 
+    // A lease granted with its keys: they are bound from the grant's revision on.
+    let (ok, out, err) = run(
+        addr,
+        &[
+            "lease",
+            "grant",
+            "--ttl",
+            "5s",
+            "--put",
+            "svc/b=x=1",
+            "--put",
+            "svc/c=",
+        ],
+    );
+    assert!(ok, "{err}");
+    let bound = json(&out)["id"].as_u64().expect("lease id");
+    let (ok, out, _) = run(addr, &["get", "svc/", "--prefix"]);
+    assert!(ok);
+    let got = json(&out);
+    assert_eq!(got["count"], 2);
+    assert_eq!(got["kvs"][0]["value"], "x=1");
+    for kv in 0..2 {
+        assert_eq!(got["kvs"][kv]["lease"], bound);
+    }
+    let (ok, _, err) = run(addr, &["lease", "grant", "--ttl", "5s", "--put", "=v"]);
+    assert!(!ok);
+    assert!(err.contains("KEY=VALUE"), "{err}");
+    let (ok, _, _) = run(addr, &["lease", "revoke", &bound.to_string()]);
+    assert!(ok);
+
     // Errors: one clear line, non-zero exit.
     let (ok, _, err) = run(addr, &["lease", "grant", "--ttl", "10ms"]);
     assert!(!ok);
