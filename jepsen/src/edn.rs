@@ -105,10 +105,19 @@ fn write_value(out: &mut String, call: &Call) {
         Call::Cas { key, from, to } => tuple(out, key, |out| {
             let _ = write!(out, "[{from} {to}]");
         }),
-        Call::Grant { lease, ttl_ms } => {
+        Call::Grant {
+            lease,
+            ttl_ms,
+            keys,
+        } => {
             out.push_str("{:lease ");
             opt_u64(out, *lease);
-            let _ = write!(out, ", :ttl-ms {ttl_ms}}}");
+            let _ = write!(out, ", :ttl-ms {ttl_ms}");
+            if !keys.is_empty() {
+                out.push_str(", :keys ");
+                str_vec(out, keys);
+            }
+            out.push('}');
         }
         Call::GrantId { lease, ttl_ms } => {
             let _ = write!(out, "{{:lease {lease}, :ttl-ms {ttl_ms}}}");
@@ -312,6 +321,7 @@ mod tests {
                     Call::Grant {
                         lease: None,
                         ttl_ms: 2000,
+                        keys: Vec::new(),
                     },
                 ),
                 op(
@@ -363,6 +373,11 @@ mod tests {
                 found: Some(false),
             },
             Call::Revoke { lease: 1 },
+            Call::Grant {
+                lease: Some(2),
+                ttl_ms: 1500,
+                keys: vec!["k/a".into(), "k/b".into()],
+            },
             Call::GrantId {
                 lease: 1,
                 ttl_ms: 1500,
@@ -395,6 +410,11 @@ mod tests {
         }
         let text = to_jsonl(&history);
         assert_eq!(text.lines().count(), history.ops.len());
+        assert!(
+            to_edn(&history).contains(":value {:lease 2, :ttl-ms 1500, :keys [\"k/a\" \"k/b\"]}"),
+            "{}",
+            to_edn(&history)
+        );
         assert_eq!(from_jsonl(&text).expect("parses"), history);
     }
 

@@ -32,8 +32,14 @@ pub enum Call {
     /// compare did not hold.
     Cas { key: String, from: u64, to: u64 },
 
-    /// Lease workload: grant; `lease` = the id granted (on `ok`).
-    Grant { lease: Option<u64>, ttl_ms: u64 },
+    /// Lease workload: grant; `lease` = the id granted (on `ok`); `keys` = keys written bound to
+    /// it in the grant's own apply step (a Grant with keys), none for a plain grant.
+    Grant {
+        lease: Option<u64>,
+        ttl_ms: u64,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        keys: Vec<String>,
+    },
     /// Lease workload: grant a lease with a chosen id, `lease`; `ok` = granted with that id,
     /// `fail` = refused (`ID_IN_USE`: the id was used before). The workload asks only for ids of
     /// leases that ended, so on a correct Zaris every one fails.

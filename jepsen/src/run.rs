@@ -443,10 +443,12 @@ mod tests {
             Call::Grant {
                 lease: None,
                 ttl_ms: LEASE_TTL_MS,
+                keys: Vec::new(),
             },
             Call::Grant {
                 lease: Some(lease),
                 ttl_ms: LEASE_TTL_MS,
+                keys: Vec::new(),
             },
         )
     }

@@ -15,7 +15,8 @@
 //! - **renewals**: its grant and every `Renew ok` with `found = true`. Each guarantees the lease
 //!   until its *invoke* time (the client's `t_send`) plus the TTL, from when it applied.
 //! - **gone**: a `Renew ok` or `TimeToLive ok` with `found = false`; a `GetLeased ok` missing a
-//!   key that a `PutLeased ok` of the lease wrote before the read was invoked; a `Revoke ok`.
+//!   key that a `PutLeased ok` of the lease, or its `Grant ok` with keys, wrote before the read
+//!   was invoked; a `Revoke ok`.
 //! - **alive**: a `Renew ok` or `TimeToLive ok` with `found = true`; a `GetLeased ok` showing any
 //!   of the lease's keys; a `PutLeased ok` or `Acquire ok` with the lease (both are refused for a
 //!   missing lease).
@@ -222,18 +223,25 @@ impl<'a> Index<'a> {
         let pairs = history.pairs();
         let mut leases: Vec<Lease<'a>> = Vec::new();
         for pair in &pairs {
-            let (id, ttl_ms) = match (pair.outcome(), pair.call()) {
+            let (id, ttl_ms, keys) = match (pair.outcome(), pair.call()) {
                 (
                     Kind::Ok,
                     Call::Grant {
                         lease: Some(id),
                         ttl_ms,
+                        keys,
                     },
-                )
-                | (Kind::Ok, Call::GrantId { lease: id, ttl_ms }) => (*id, *ttl_ms),
+                ) => (*id, *ttl_ms, keys.as_slice()),
+                (Kind::Ok, Call::GrantId { lease: id, ttl_ms }) => (*id, *ttl_ms, &[][..]),
                 _ => continue,
             };
             let completed = pair.completion_ns().unwrap_or(u64::MAX);
+            // A grant with keys is also their put: they exist from the grant on.
+            let puts = if keys.is_empty() {
+                Vec::new()
+            } else {
+                vec![(completed, keys.iter().map(String::as_str).collect())]
+            };
             leases.push(Lease {
                 id,
                 ttl_ns: ms_to_ns(ttl_ms),
@@ -242,7 +250,7 @@ impl<'a> Index<'a> {
                 renewals: vec![(pair.invoke_ns(), completed, *pair)],
                 renew_attempts: vec![*pair],
                 revokes: Vec::new(),
-                puts: Vec::new(),
+                puts,
                 keys: BTreeSet::new(),
                 gets: Vec::new(),
                 gone: Vec::new(),
@@ -292,8 +300,16 @@ impl<'a> Index<'a> {
             }
         }
 
-        // Which incarnations each key was put under, with any outcome.
+        // Which incarnations each key was put under, with any outcome (a grant's own keys
+        // under the lease it granted).
         let mut owners: BTreeMap<&str, BTreeSet<usize>> = BTreeMap::new();
+        for (at, lease) in leases.iter().enumerate() {
+            if let Call::Grant { keys, .. } = lease.grant.call() {
+                for key in keys {
+                    owners.entry(key.as_str()).or_default().insert(at);
+                }
+            }
+        }
         for (at, pair) in &attributed {
             if let Call::PutLeased { keys, .. } = pair.call() {
                 for key in keys {
@@ -691,10 +707,12 @@ mod tests {
                 Call::Grant {
                     lease: None,
                     ttl_ms: TTL_MS,
+                    keys: Vec::new(),
                 },
                 Call::Grant {
                     lease: Some(5),
                     ttl_ms: TTL_MS,
+                    keys: Vec::new(),
                 },
             ),
             ok_same(1, 2 * MS, 3 * MS, put(&["a", "b"])),
@@ -1038,6 +1056,53 @@ mod tests {
         }
     }
 
+    /// Lease 5 granted by process 1 over [0, 1ms] with keys a and b in the same call.
+    fn granted_with_keys() -> Vec<Spec> {
+        vec![ok(
+            1,
+            0,
+            MS,
+            Call::Grant {
+                lease: None,
+                ttl_ms: TTL_MS,
+                keys: vec!["a".into(), "b".into()],
+            },
+            Call::Grant {
+                lease: Some(5),
+                ttl_ms: TTL_MS,
+                keys: vec!["a".into(), "b".into()],
+            },
+        )]
+    }
+
+    fn run_granted_with_keys(extra: Vec<Spec>) -> BTreeMap<&'static str, Verdict> {
+        let mut specs = granted_with_keys();
+        specs.extend(extra);
+        check_leases(&history(&specs), &PARAMS)
+            .into_iter()
+            .map(|r| (r.name, r.verdict))
+            .collect()
+    }
+
+    #[test]
+    fn a_grant_with_keys_is_their_put() {
+        assert_all_pass(&run_granted_with_keys(vec![
+            get(2, 4 * MS, 5 * MS, &["a", "b"]),
+            get(2, 2100 * MS, 2101 * MS, &[]),
+        ]));
+        // Half of them: not together (and, early, gone too).
+        match &run_granted_with_keys(vec![get(2, 4 * MS, 5 * MS, &["a"])])["lease-together"] {
+            Verdict::Fail(why) => assert!(why[0].contains("[\"b\"]"), "{why:?}"),
+            other => panic!("expected Fail, got {other:?}"),
+        }
+        // Neither, long before the TTL: the lease was seen gone early.
+        assert_only_fails(
+            &run_granted_with_keys(vec![get(2, 4 * MS, 5 * MS, &[])]),
+            "lease-never-early",
+            "lease 5",
+        );
+    }
+
     #[test]
     fn keys_shared_between_leases_are_not_evidence() {
         let mut specs = base();
@@ -1048,10 +1113,12 @@ mod tests {
             Call::Grant {
                 lease: None,
                 ttl_ms: TTL_MS,
+                keys: Vec::new(),
             },
             Call::Grant {
                 lease: Some(6),
                 ttl_ms: TTL_MS,
+                keys: Vec::new(),
             },
         ));
         specs.push(ok_same(

@@ -238,6 +238,7 @@ impl<'a> Index<'a> {
                 Call::Grant {
                     lease: Some(id),
                     ttl_ms,
+                    ..
                 } if ok => {
                     let view = index.leases.entry(*id).or_default();
                     view.ttl_ns = Some(ms_to_ns(*ttl_ms));
@@ -501,10 +502,12 @@ mod tests {
             Call::Grant {
                 lease: None,
                 ttl_ms: TTL_MS,
+                keys: Vec::new(),
             },
             Call::Grant {
                 lease: Some(lease),
                 ttl_ms: TTL_MS,
+                keys: Vec::new(),
             },
         )
     }

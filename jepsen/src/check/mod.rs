@@ -448,6 +448,7 @@ mod tests {
             call: Call::Grant {
                 lease: None,
                 ttl_ms: 2000,
+                keys: Vec::new(),
             },
             error: None,
         });
@@ -460,6 +461,7 @@ mod tests {
             call: Call::Grant {
                 lease: None,
                 ttl_ms: 2000,
+                keys: Vec::new(),
             },
             error: None,
         });

@@ -1,4 +1,5 @@
-//! Lease workload: grant a lease, bind two keys to it in one transaction, then either keep it
+//! Lease workload: grant a lease, bind two keys to it in one transaction (or grant it with both
+//! keys in one call, [`GRANT_WITH_KEYS_PERCENT`] of the time), then either keep it
 //! alive for a while and revoke it, leave it to expire (polling until its keys are gone, then
 //! probing that it stays gone), or renew it late in its TTL.
 //!
@@ -20,6 +21,9 @@ use crate::recorder::Process;
 
 /// Percent of rounds that begin by asking for the id of another thread's ended lease.
 const REGRANT_PERCENT: u32 = 25;
+/// Percent of fresh grants that carry the lease's two keys (a Grant with keys) instead of
+/// binding them afterwards in a transaction.
+const GRANT_WITH_KEYS_PERCENT: u32 = 30;
 /// At most this many ended leases are on offer.
 const ENDED_KEPT: usize = 32;
 
@@ -27,6 +31,8 @@ pub async fn run(ctx: &Ctx, seed: u64, slot: u64) {
     let mut rng = ctx.rng(seed, slot);
     let mut process = Process::new(slot, ctx.slots);
     let ttl = ctx.lease_ttl;
+    // Grants with keys made so far by this thread (names their keys).
+    let mut made = 0u64;
     while !ctx.stop.is_cancelled() {
         // The old owner's forgotten keepalive, after someone asked for the id of its lease.
         for id in asked_again(ctx, slot) {
@@ -48,10 +54,26 @@ pub async fn run(ctx: &Ctx, seed: u64, slot: u64) {
                 }
             }
         }
-        let (lease, reused) = match granted {
-            Some(granted) => granted,
+        let with_keys = granted.is_none() && rng.random_range(0..100) < GRANT_WITH_KEYS_PERCENT;
+        let (lease, reused, bound) = match granted {
+            Some((id, reused)) => (id, reused, None),
+            None if with_keys => {
+                // Named before the id is known: unique per grant of this run.
+                made += 1;
+                let prefix = format!("lease/k{slot}-{made}/");
+                let keys = vec![format!("{prefix}a"), format!("{prefix}b")];
+                match grant_with_keys(ctx, &mut process, &keys).await {
+                    Some(id) => (id, false, Some((prefix, keys))),
+                    None => {
+                        if !ctx.pause(Duration::from_millis(100)).await {
+                            return;
+                        }
+                        continue;
+                    }
+                }
+            }
             None => match grant(ctx, &mut process).await {
-                Some(id) => (id, false),
+                Some(id) => (id, false, None),
                 None => {
                     if !ctx.pause(Duration::from_millis(100)).await {
                         return;
@@ -60,16 +82,22 @@ pub async fn run(ctx: &Ctx, seed: u64, slot: u64) {
                 }
             },
         };
-        // A re-granted id's keys differ from its first incarnation's.
-        let prefix = if reused {
-            format!("lease/{lease}r/")
-        } else {
-            format!("lease/{lease}/")
+        let (prefix, keys) = match bound {
+            Some(bound) => bound,
+            None => {
+                // A re-granted id's keys differ from its first incarnation's.
+                let prefix = if reused {
+                    format!("lease/{lease}r/")
+                } else {
+                    format!("lease/{lease}/")
+                };
+                let keys = vec![format!("{prefix}a"), format!("{prefix}b")];
+                if !put_leased(ctx, &mut process, lease, &keys).await {
+                    continue;
+                }
+                (prefix, keys)
+            }
         };
-        let keys = vec![format!("{prefix}a"), format!("{prefix}b")];
-        if !put_leased(ctx, &mut process, lease, &keys).await {
-            continue;
-        }
         let mut ended = false;
         match rng.random_range(0..100) {
             0..50 => {
@@ -139,6 +167,7 @@ async fn grant(ctx: &Ctx, process: &mut Process) -> Option<u64> {
     let call = Call::Grant {
         lease: None,
         ttl_ms,
+        keys: Vec::new(),
     };
     ctx.recorder.invoke(p, 0, call.clone());
     match ctx.client.grant(ttl).await {
@@ -149,12 +178,40 @@ async fn grant(ctx: &Ctx, process: &mut Process) -> Option<u64> {
                 Call::Grant {
                     lease: Some(granted.id.get()),
                     ttl_ms,
+                    keys: Vec::new(),
                 },
             );
             Some(granted.id.get())
         }
         Err(err) => {
             if ctx.recorder.failed(p, 0, call, &err) {
+                process.crashed();
+            }
+            None
+        }
+    }
+}
+
+/// A lease granted (id chosen by the server) with `keys` bound to it in the same step, or `None`
+/// (the op failed; recorded).
+async fn grant_with_keys(ctx: &Ctx, process: &mut Process, keys: &[String]) -> Option<u64> {
+    let ttl = ctx.lease_ttl;
+    let ttl_ms = ttl.as_millis() as u64;
+    let p = process.id();
+    let call = |lease| Call::Grant {
+        lease,
+        ttl_ms,
+        keys: keys.to_vec(),
+    };
+    ctx.recorder.invoke(p, 0, call(None));
+    let pairs = keys.iter().map(|key| (key.clone(), b"x".to_vec()));
+    match ctx.client.grant_with_keys(ttl, pairs).await {
+        Ok(granted) => {
+            ctx.recorder.ok(p, 0, call(Some(granted.id.get())));
+            Some(granted.id.get())
+        }
+        Err(err) => {
+            if ctx.recorder.failed(p, 0, call(None), &err) {
                 process.crashed();
             }
             None

@@ -35,6 +35,7 @@ pub async fn run(ctx: &Ctx, seed: u64, slot: u64) {
             Call::Grant {
                 lease: None,
                 ttl_ms,
+                keys: Vec::new(),
             },
         );
         let lease = match ctx.client.grant(ttl).await {
@@ -45,6 +46,7 @@ pub async fn run(ctx: &Ctx, seed: u64, slot: u64) {
                     Call::Grant {
                         lease: Some(granted.id.get()),
                         ttl_ms,
+                        keys: Vec::new(),
                     },
                 );
                 granted.id
@@ -56,6 +58,7 @@ pub async fn run(ctx: &Ctx, seed: u64, slot: u64) {
                     Call::Grant {
                         lease: None,
                         ttl_ms,
+                        keys: Vec::new(),
                     },
                     &err,
                 ) {
