@@ -75,6 +75,23 @@ impl Client {
         Ok(self.track_lease(grant.id, grant.ttl, sent))
     }
 
+    /// [`Client::lease`], with `keys` written and bound to the lease in the grant's own step
+    /// ([`Client::grant_with_keys`]): the lease never lives without them, and they go when it
+    /// ends (the handle's last drop revokes it).
+    pub async fn lease_with_keys<K, V>(
+        &self,
+        ttl: Duration,
+        keys: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Lease, Error>
+    where
+        K: Into<Vec<u8>>,
+        V: Into<Vec<u8>>,
+    {
+        let sent = Instant::now();
+        let grant = self.grant_with_keys(ttl, keys).await?;
+        Ok(self.track_lease(grant.id, grant.ttl, sent))
+    }
+
     /// Starts keeping alive lease `id`, granted (or last renewed) by a request sent at `sent`.
     fn track_lease(&self, id: LeaseId, ttl: Duration, sent: Instant) -> Lease {
         let timing = Timing {

@@ -436,5 +436,31 @@ async fn a_lease_granted_with_keys_has_them_from_its_first_revision_until_it_end
     ));
     assert!(client.get("svc/a").await.expect("get").is_none());
     assert!(client.get("svc/b").await.expect("get").is_none());
+
+    // The handle form: kept alive in the background, and its key goes with its last drop.
+    let handle = client
+        .lease_with_keys(Duration::from_secs(2), [("svc/h", "up")])
+        .await
+        .expect("a lease handle with a key");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let kv = client
+        .get("svc/h")
+        .await
+        .expect("get")
+        .expect("kept alive past its TTL");
+    assert_eq!(kv.lease, Some(handle.id()));
+    drop(handle);
+    eventually(
+        "the dropped handle's key to go",
+        Duration::from_secs(10),
+        || async {
+            client
+                .get("svc/h")
+                .await
+                .ok()
+                .and_then(|kv| kv.is_none().then_some(()))
+        },
+    )
+    .await;
     cluster.shutdown().await;
 }
