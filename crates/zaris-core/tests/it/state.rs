@@ -39,6 +39,15 @@ fn held_token(response: zaris_core::Response) -> FencingToken {
     }
 }
 
+/// Each event as (kind, key, mod_revision, lease).
+fn event_rows(effects: &zaris_core::Effects) -> Vec<(EventKind, Vec<u8>, Revision, LeaseId)> {
+    effects
+        .events
+        .iter()
+        .map(|e| (e.kind, e.kv.key.clone(), e.kv.mod_revision, e.lease))
+        .collect()
+}
+
 fn keys(state: &State) -> Vec<Vec<u8>> {
     state
         .range(&KeySelector::Prefix(Vec::new()), 0)
@@ -91,12 +100,7 @@ fn a_grant_with_keys_creates_the_lease_and_its_keys_at_one_revision_and_revoke_e
     };
     // Both keys are put at the grant's revision, bound to the new lease; the key that belonged
     // to another lease moved (as a put with a lease moves it).
-    let events: Vec<_> = applied
-        .effects
-        .events
-        .iter()
-        .map(|e| (e.kind, e.kv.key.clone(), e.kv.mod_revision, e.lease))
-        .collect();
+    let events = event_rows(&applied.effects);
     assert_eq!(
         events,
         vec![
@@ -486,12 +490,7 @@ fn revoke_deletes_bound_keys_in_one_revision_and_reports_the_lease() {
             keys_deleted: 2
         })
     );
-    let events: Vec<_> = applied
-        .effects
-        .events
-        .iter()
-        .map(|e| (e.kind, e.kv.key.clone(), e.kv.mod_revision, e.lease))
-        .collect();
+    let events = event_rows(&applied.effects);
     assert_eq!(
         events,
         vec![
