@@ -17,6 +17,31 @@ impl State {
         ttl_ms: DurationMs,
         fx: &mut Effects,
     ) -> Response {
+        let id = self.grantable_id(requested)?;
+        self.check_room(super::size::LEASE_BYTES)?;
+        self.next_lease_id = self.next_lease_id.max(id.next());
+        self.leases.insert(
+            id,
+            Lease {
+                ttl_ms,
+                granted_revision: rev,
+                renewed_revision: rev,
+                key_count: 0,
+                holding: BTreeSet::new(),
+                waiting: BTreeSet::new(),
+            },
+        );
+        fx.leases.push(LeaseEffect::Refreshed {
+            id,
+            ttl_ms,
+            renewed_revision: rev,
+        });
+        Ok(Outcome::Granted { id, ttl_ms })
+    }
+
+    /// The id a grant of `requested` would get (the next free one for [`LeaseId::NONE`]), or
+    /// why it is refused before any room is looked at: the lease count, or an id already used.
+    pub(super) fn grantable_id(&self, requested: LeaseId) -> Result<LeaseId, Rejection> {
         if self.leases.len() as u64 >= self.limits.max_leases {
             return Err(Rejection::LimitExceeded {
                 limit: LimitKind::Leases,
@@ -46,25 +71,7 @@ impl State {
                 LeaseId::MAX
             )));
         }
-        self.check_room(super::size::LEASE_BYTES)?;
-        self.next_lease_id = self.next_lease_id.max(id.next());
-        self.leases.insert(
-            id,
-            Lease {
-                ttl_ms,
-                granted_revision: rev,
-                renewed_revision: rev,
-                key_count: 0,
-                holding: BTreeSet::new(),
-                waiting: BTreeSet::new(),
-            },
-        );
-        fx.leases.push(LeaseEffect::Refreshed {
-            id,
-            ttl_ms,
-            renewed_revision: rev,
-        });
-        Ok(Outcome::Granted { id, ttl_ms })
+        Ok(id)
     }
 
     pub(super) fn renew(&mut self, rev: Revision, ids: &[LeaseId], fx: &mut Effects) -> Outcome {

@@ -341,7 +341,9 @@ impl State {
             } => {
                 // Everything that could refuse a key is checked before the grant, so a refusal
                 // leaves nothing behind (the keys are distinct and within the per-lease bound:
-                // `Request::validate`).
+                // `Request::validate`). The grant's own refusals come first, as for a plain
+                // grant: a used id is ID_IN_USE even when the quota is also full.
+                self.grantable_id(*id)?;
                 let growth = keys.iter().fold(size::LEASE_BYTES, |sum, k| {
                     sum.saturating_add(self.put_growth(&k.key, &k.value))
                 });

@@ -1600,6 +1600,7 @@ fn a_grant_with_keys_is_refused_whole_when_its_keys_would_overrun_the_quota() {
         ..Limits::default()
     };
     let mut log = Log::new(limits);
+    let taken = grant(&mut log);
     // Leave room for a lease (256 bytes) but not for a lease and a key.
     let room = zaris_core::limits::MIN_STATE_BYTES - log.state.footprint_bytes();
     let pad = room - 3 - 96 - 300;
@@ -1612,6 +1613,12 @@ fn a_grant_with_keys_is_refused_whole_when_its_keys_would_overrun_the_quota() {
     assert_eq!(
         log.state, unchanged,
         "a refused grant left something behind"
+    );
+    // A used id is refused as such, as for a plain grant, even though the quota is full too.
+    let response = log.apply(grant_bound(taken.get(), &[("k", &"v".repeat(100))]));
+    assert!(
+        matches!(response, Err(Rejection::LeaseIdUsed { id, .. }) if id == taken),
+        "{response:?}"
     );
     assert!(matches!(
         log.apply(grant_bound(0, &[])),

@@ -33,7 +33,24 @@ pub fn grant_request(request: v1::LeaseGrantRequest, limits: &Limits) -> Result<
                 .collect(),
         }
     };
-    validated(request.request_id, command, limits)
+    validated(request.request_id, command, limits).map_err(|error| match error {
+        ApiError::Rejected(rejection) => grant_rejection(rejection),
+        other => other,
+    })
+}
+
+/// A refused grant's error. Its keys all go to a lease that holds none yet, so more of them than
+/// `max_keys_per_lease` can never fit: for a grant that limit is per request (LIMIT_EXCEEDED),
+/// not a capacity that may free up (CAPACITY_EXCEEDED, as for a put onto a lease that holds keys).
+fn grant_rejection(rejection: Rejection) -> ApiError {
+    match rejection {
+        Rejection::LimitExceeded {
+            limit: LimitKind::KeysPerLease,
+            max,
+            actual,
+        } => ApiError::limit_exceeded(LimitKind::KeysPerLease.name(), max, actual),
+        other => other.into(),
+    }
 }
 
 /// A lease Revoke, validated (id 0 is refused).
@@ -99,7 +116,7 @@ pub fn grant_response(
         Err(Rejection::LeaseIdUsed { next_free, .. }) => {
             (v1::GrantResult::IdInUse, 0, 0, next_free.get())
         }
-        Err(rejection) => return Err(rejection.into()),
+        Err(rejection) => return Err(grant_rejection(rejection)),
         Ok(other) => return Err(ApiError::unexpected("Grant", &other)),
     };
     Ok(v1::LeaseGrantResponse {
@@ -315,7 +332,7 @@ mod tests {
             (
                 vec![key("a", "1"), key("b", "2"), key("c", "3")],
                 Code::ResourceExhausted,
-                ErrorCode::CapacityExceeded,
+                ErrorCode::LimitExceeded,
                 "max_keys_per_lease",
             ),
         ] {
@@ -368,6 +385,20 @@ mod tests {
             ),
             ErrorCode::CapacityExceeded,
             "max_leases",
+        );
+        // Only a grant with more keys than any lease may hold gets this one: resending it can
+        // never succeed.
+        assert_limit(
+            grant_response(
+                header(3),
+                Err(Rejection::LimitExceeded {
+                    limit: LimitKind::KeysPerLease,
+                    max: 2,
+                    actual: 3,
+                }),
+            ),
+            ErrorCode::LimitExceeded,
+            "max_keys_per_lease",
         );
         assert_internal(grant_response(
             header(3),
