@@ -39,7 +39,8 @@ use proto::etcdserverpb::kv_client::KvClient;
 use proto::etcdserverpb::lease_client::LeaseClient;
 use proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use proto::etcdserverpb::{
-    LeaseGrantRequest, LeaseKeepAliveRequest, LeaseKeepAliveResponse, PutRequest, StatusRequest,
+    LeaseGrantRequest, LeaseKeepAliveRequest, LeaseKeepAliveResponse, PutRequest, RangeRequest,
+    StatusRequest,
 };
 use proto::v3lockpb::lock_client::LockClient;
 use proto::v3lockpb::{LockRequest, UnlockRequest};
@@ -270,6 +271,19 @@ impl Target for EtcdTarget {
             let granted = lease.lease_grant(request).await?.into_inner();
             anyhow::ensure!(granted.error.is_empty(), "grant: {}", granted.error);
             Ok(granted.id as u64)
+        }
+        .boxed()
+    }
+
+    fn read_local(&self, key: String) -> BoxFuture<'static, anyhow::Result<()>> {
+        let mut kv = KvClient::new(self.0.clone());
+        async move {
+            let request = RangeRequest {
+                key: key.into_bytes(),
+                serializable: true,
+            };
+            kv.range(request).await?;
+            Ok(())
         }
         .boxed()
     }

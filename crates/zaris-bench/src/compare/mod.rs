@@ -29,6 +29,7 @@ use crate::load::{CALL_TIMEOUT, Sample, closed_loop};
 const TTL: Duration = Duration::from_secs(600);
 /// The workloads `--compare` runs unless `--workloads` names fewer.
 pub(crate) const COMPARE_WORKLOADS: &[&str] = &[
+    "read1",
     "put1",
     "put16",
     "grant16",
@@ -72,6 +73,14 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
     let (zpids, epids) = (zaris_cluster.pids(), etcd_cluster.pids());
     let mut rows = Vec::new();
     let result = async {
+        if wants("read1") {
+            rows.push(throughput_row(
+                "serializable read, 1 client (no Raft round: the call alone)",
+                "(floor)",
+                costed(&zpids, local_reads(&z, seconds)).await?,
+                costed(&epids, local_reads(&e, seconds)).await?,
+            ));
+        }
         if wants("put1") {
             rows.push(throughput_row(
                 "put with lease, 1 client",
@@ -269,6 +278,15 @@ async fn puts<T: Target>(target: &T, workers: usize, duration: Duration) -> anyh
     // 256 keys per worker: 16 workers stay well within max_keys_per_lease (10,000).
     Ok(closed_loop(target, workers, duration, move |t, worker, n| {
         t.put(format!("bench/{worker}/{}", n % 256), vec![b'x'; 64], lease)
+    })
+    .await)
+}
+
+/// One worker reading one key from the member it talks to, without a Raft round: what a call
+/// costs each system, the floor under every other row's latency.
+async fn local_reads<T: Target>(target: &T, duration: Duration) -> anyhow::Result<Sample> {
+    Ok(closed_loop(target, 1, duration, |t, _, _| {
+        t.read_local("bench/read".into())
     })
     .await)
 }

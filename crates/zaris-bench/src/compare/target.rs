@@ -13,6 +13,10 @@ pub trait Target: Clone + Send + Sync + 'static {
     /// Grants a lease of `ttl`; its id.
     fn grant(&self, ttl: Duration) -> BoxFuture<'static, anyhow::Result<u64>>;
 
+    /// Reads `key` from the member the target talks to, serializably: no Raft round, no
+    /// leadership check; the cost of a call and nothing else. Whether it exists does not matter.
+    fn read_local(&self, key: String) -> BoxFuture<'static, anyhow::Result<()>>;
+
     /// Puts `value` at `key`, bound to `lease`.
     fn put(
         &self,

@@ -7,7 +7,8 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use zaris_client::{
-    Client, ClientOptions, KeepAliveStream, LeaseId, LockOutcome, PutOptions, UnlockOutcome,
+    Client, ClientOptions, KeepAliveStream, LeaseId, LockOutcome, PutOptions, RangeOptions,
+    UnlockOutcome,
 };
 use zaris_testkit::{Serve, ServeProcess, grow_cluster};
 
@@ -62,6 +63,19 @@ impl Target for ZarisTarget {
     fn grant(&self, ttl: Duration) -> BoxFuture<'static, anyhow::Result<u64>> {
         let client = self.0.clone();
         async move { Ok(client.grant(ttl).await?.id.get()) }.boxed()
+    }
+
+    fn read_local(&self, key: String) -> BoxFuture<'static, anyhow::Result<()>> {
+        let client = self.0.clone();
+        async move {
+            let options = RangeOptions {
+                serializable: true,
+                ..RangeOptions::default()
+            };
+            client.range(key, options).await?;
+            Ok(())
+        }
+        .boxed()
     }
 
     fn put(
