@@ -31,6 +31,8 @@ mod observer;
 mod plaintext;
 mod prompt_election;
 mod propose;
+#[cfg(feature = "raft-stats")]
+mod raft_stats;
 mod renew;
 mod services;
 mod snapshot_schedule;

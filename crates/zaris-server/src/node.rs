@@ -273,6 +273,13 @@ impl Node {
             proposer.commit_latency(),
         ));
         tracker.spawn(crate::stats::run(stats.clone(), shutdown.clone()));
+        #[cfg(feature = "raft-stats")]
+        tracker.spawn(crate::raft_stats::run(
+            raft.clone(),
+            node_id,
+            crate::raft_stats::dir(&config.data_dir),
+            shutdown.clone(),
+        ));
         let api = crate::api::Api::new(
             context.clone(),
             api_peers,
