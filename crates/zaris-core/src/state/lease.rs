@@ -19,6 +19,17 @@ impl State {
     ) -> Response {
         let id = self.grantable_id(requested)?;
         self.check_room(super::size::LEASE_BYTES)?;
+        Ok(self.create_lease(rev, id, ttl_ms, fx))
+    }
+
+    /// Creates lease `id`, which [`State::grantable_id`] gave and whose room was checked.
+    pub(super) fn create_lease(
+        &mut self,
+        rev: Revision,
+        id: LeaseId,
+        ttl_ms: DurationMs,
+        fx: &mut Effects,
+    ) -> Outcome {
         self.next_lease_id = self.next_lease_id.max(id.next());
         self.leases.insert(
             id,
@@ -36,7 +47,7 @@ impl State {
             ttl_ms,
             renewed_revision: rev,
         });
-        Ok(Outcome::Granted { id, ttl_ms })
+        Outcome::Granted { id, ttl_ms }
     }
 
     /// The id a grant of `requested` would get (the next free one for [`LeaseId::NONE`]), or

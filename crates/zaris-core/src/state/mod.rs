@@ -343,19 +343,17 @@ impl State {
                 // leaves nothing behind (the keys are distinct and within the per-lease bound:
                 // `Request::validate`). The grant's own refusals come first, as for a plain
                 // grant: a used id is ID_IN_USE even when the quota is also full.
-                self.grantable_id(*id)?;
+                let id = self.grantable_id(*id)?;
                 let growth = keys.iter().fold(size::LEASE_BYTES, |sum, k| {
                     sum.saturating_add(self.put_growth(&k.key, &k.value))
                 });
                 self.check_room(growth)?;
-                let granted = self.grant(rev, *id, *ttl_ms, fx)?;
-                if let Outcome::Granted { id, .. } = &granted {
-                    if let Some(owner) = owner {
-                        self.auth.set_lease_owner(*id, owner);
-                    }
-                    for bound in keys {
-                        self.put(rev, &bound.key, &bound.value, *id, fx);
-                    }
+                let granted = self.create_lease(rev, id, *ttl_ms, fx);
+                if let Some(owner) = owner {
+                    self.auth.set_lease_owner(id, owner);
+                }
+                for bound in keys {
+                    self.put(rev, &bound.key, &bound.value, id, fx);
                 }
                 Ok(granted)
             }
