@@ -6,6 +6,7 @@
 mod compare;
 mod console;
 mod failover;
+mod floor;
 mod load;
 mod memory;
 mod scale;
@@ -93,10 +94,22 @@ pub(crate) struct Args {
     /// JSON API, asked of the leader and of a follower.
     #[arg(long, num_args = 0..=1, default_missing_value = "100000")]
     console: Option<u64>,
+    /// Internal (the `floor1` workload): serve as a node of the bare replication pipeline.
+    #[arg(long, hide = true, value_parser = ["leader", "follower"])]
+    floor_node: Option<String>,
+    /// Internal: the floor node's log directory.
+    #[arg(long, hide = true, default_value = ".")]
+    floor_dir: PathBuf,
+    /// Internal: a floor leader's followers (host:port, comma-separated).
+    #[arg(long, hide = true, value_delimiter = ',')]
+    floor_followers: Vec<String>,
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Some(role) = &args.floor_node {
+        return floor::serve_node(role, &args.floor_dir, &args.floor_followers);
+    }
     // Memory first, in a fresh process state, before the runtime and clients allocate.
     memory::report(args.memory_leases);
     if args.memory_only {

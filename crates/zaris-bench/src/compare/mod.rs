@@ -23,6 +23,7 @@ use self::target::{Renewer, Target};
 use self::zaris::ZarisCluster;
 pub(crate) use self::zaris::ZarisTarget;
 use crate::Args;
+use crate::floor::{self, FloorCluster};
 use crate::load::{CALL_TIMEOUT, Sample, closed_loop};
 
 /// Leases granted with this TTL outlive every workload.
@@ -31,6 +32,7 @@ const TTL: Duration = Duration::from_secs(600);
 pub(crate) const COMPARE_WORKLOADS: &[&str] = &[
     "read1",
     "put1",
+    "floor1",
     "put16",
     "grant16",
     "keepalive8x64",
@@ -86,6 +88,24 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
                 "put with lease, 1 client",
                 "≥ 2",
                 costed(&zpids, puts(&z, 1, seconds)).await?,
+                costed(&epids, puts(&e, 1, seconds)).await?,
+            ));
+        }
+        if wants("floor1") {
+            let floor = FloorCluster::start(&root.path().join("floor")).await?;
+            let fpids = floor.pids();
+            let leader = floor.leader();
+            let measured = costed(&fpids, async move {
+                let until = Instant::now() + seconds;
+                tokio::task::spawn_blocking(move || floor::write_until(leader, until)).await?
+            })
+            .await;
+            floor.stop().await;
+            rows.push(throughput_row(
+                "replication floor, 1 client: 3 bare processes, TCP + fdatasync, no Raft, no \
+                 gRPC (column 1; etcd: put with lease, 1 client)",
+                "(floor)",
+                measured?,
                 costed(&epids, puts(&e, 1, seconds)).await?,
             ));
         }
