@@ -1,5 +1,6 @@
 //! Grant, Revoke, KeepAlive (group-committed), TimeToLive, Leases.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -238,8 +239,15 @@ impl Lease for LeaseService {
 /// is sent after the answers before it and ends the stream; the requests after it are dropped
 /// unanswered (indeterminate to the client: renewing again is harmless).
 ///
+/// The renewals in flight are driven to the end whether or not the client reads its answers:
+/// finished answers wait in `ready` (within the same bound) while the response buffer is full. A
+/// renewal may hold the node's renewal slot (`renew.rs`: a lone renewal finding it free is
+/// proposed by its own stream), so one left unpolled while the pump waited for buffer room would
+/// hold up every other client's renewals, and their leases would expire.
+///
 /// Ends when the client has closed its side and every answer is out, on the first error, when the
-/// client goes away (its response stream dropped), or when the node stops serving.
+/// client goes away (its response stream dropped), or when the node stops serving, even while
+/// answers wait for a client that does not read them.
 async fn pump_keepalives(
     context: Arc<NodeContext>,
     credential: Arc<Credential>,
@@ -247,6 +255,7 @@ async fn pump_keepalives(
     tx: mpsc::Sender<Result<LeaseKeepAliveResponse, Status>>,
 ) {
     let mut in_flight: FuturesOrdered<Answer> = FuturesOrdered::new();
+    let mut ready: VecDeque<Result<LeaseKeepAliveResponse, Status>> = VecDeque::new();
     let mut reading = true;
     let renew = |request: LeaseKeepAliveRequest| {
         let context = context.clone();
@@ -259,7 +268,7 @@ async fn pump_keepalives(
     };
     // `select!`'s `else` would never run (the shutdown and closed branches are always enabled),
     // so the end of a half-closed stream is checked here.
-    while reading || !in_flight.is_empty() {
+    while reading || !in_flight.is_empty() || !ready.is_empty() {
         tokio::select! {
             // Answers first: a client that sends faster than renewals commit must not starve
             // the answers it waits for.
@@ -267,13 +276,26 @@ async fn pump_keepalives(
             _ = context.shutdown.cancelled() => break,
             // Noticed even while no request is read (all answered but the stream half-closed).
             _ = tx.closed() => break,
-            Some(answer) = in_flight.next(), if !in_flight.is_empty() => {
+            permit = tx.reserve(), if !ready.is_empty() => {
+                let (Ok(permit), Some(answer)) = (permit, ready.pop_front()) else { break };
                 let failed = answer.is_err();
-                if tx.send(answer).await.is_err() || failed {
+                permit.send(answer);
+                if failed {
                     break;
                 }
             }
-            message = incoming.next(), if reading && in_flight.len() < KEEPALIVES_IN_FLIGHT_PER_STREAM => {
+            Some(answer) = in_flight.next(), if !in_flight.is_empty() => {
+                if answer.is_err() {
+                    // Nothing after an error is answered: stop reading, and drop the renewals
+                    // still in flight (with any slot they hold).
+                    reading = false;
+                    in_flight = FuturesOrdered::new();
+                }
+                ready.push_back(answer);
+            }
+            message = incoming.next(),
+                if reading && in_flight.len() + ready.len() < KEEPALIVES_IN_FLIGHT_PER_STREAM =>
+            {
                 match message {
                     Some(Ok(request)) => in_flight.push_back(boxed(renew(request))),
                     // A broken stream: answered after the requests before it, and read no further.

@@ -371,6 +371,82 @@ async fn a_half_closed_keepalive_stream_is_answered_and_then_ended() {
     cluster.shutdown().await;
 }
 
+/// A client that pipelines renewals on a stream and never reads the answers, until the HTTP/2
+/// windows are full, holds up no one else's renewals. Found by review: while the stream's pump
+/// waited to hand over an answer it stopped driving its other renewals, so one that had taken the
+/// node's renewal slot itself (a lone renewal finding the slot free is proposed by its own stream)
+/// kept the slot after it applied, and every other renewal on the node waited behind it: the
+/// leases of clients renewing on time would have expired. Nor did that pump see the node stop, so
+/// a node with such a client never finished a graceful stop (SIGTERM).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_that_never_reads_its_answers_holds_up_no_one_elses_renewals() {
+    use tokio_stream::wrappers::ReceiverStream;
+    use tonic::transport::Endpoint;
+    use zaris_client::proto::LeaseKeepAliveRequest;
+    use zaris_client::proto::lease_client::LeaseClient;
+
+    let (cluster, leader, client, lease) = leader_client_and_lease().await;
+    let other_lease = client
+        .grant(Duration::from_secs(30))
+        .await
+        .expect("grant")
+        .id;
+    // Small windows (HTTP/2's least), so the transport soaks up few of the unread answers.
+    let mut stalled = Vec::new();
+    let mut senders = Vec::new();
+    for _ in 0..4 {
+        let channel = Endpoint::from_shared(format!("http://{}", cluster.addrs[&leader]))
+            .expect("endpoint")
+            .initial_stream_window_size(65_535)
+            .initial_connection_window_size(65_535)
+            .connect()
+            .await
+            .expect("connect");
+        let (requests, outgoing) = tokio::sync::mpsc::channel(64);
+        let answers = LeaseClient::new(channel)
+            .keep_alive(ReceiverStream::new(outgoing))
+            .await
+            .expect("open")
+            .into_inner();
+        stalled.push(answers);
+        // Sends until the server stops reading (its windows full too), and then waits.
+        senders.push(tokio::spawn(async move {
+            for seq in 1.. {
+                let request = LeaseKeepAliveRequest {
+                    ids: vec![lease.get()],
+                    seq,
+                };
+                if requests.send(request).await.is_err() {
+                    break;
+                }
+            }
+        }));
+    }
+    // Long enough for the unread answers to fill the windows and the pumps' buffers.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for round in 0..20 {
+        let renewed = tokio::time::timeout(
+            Duration::from_secs(10),
+            client.keep_alive_once([other_lease]),
+        )
+        .await;
+        assert!(
+            matches!(&renewed, Ok(Ok(r)) if r.renewed.len() == 1),
+            "round {round}: another client's renewal was held up: {renewed:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Nor do they keep the nodes from stopping (the pump used to wait for buffer room without
+    // watching for the node's stop, and a graceful stop waited for the pump).
+    tokio::time::timeout(Duration::from_secs(30), cluster.shutdown())
+        .await
+        .expect("the nodes stop while clients still hold answers unread");
+    for sender in senders {
+        sender.abort();
+    }
+    drop(stalled);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_granted_with_keys_has_them_from_its_first_revision_until_it_ends() {
     let cluster = TestCluster::start(3).await;
