@@ -1,6 +1,7 @@
 //! The HTTP side door: Prometheus metrics, liveness and readiness, and the console's JSON API
 //! (`/api/v1/...`, see `api/`).
 
+use std::future::IntoFuture;
 use std::time::Duration;
 
 use axum::Router;
@@ -15,6 +16,7 @@ use zaris_raft::Raft;
 
 use crate::api::{Api, ApiCall, ApiReply, ForwardedCredential};
 use crate::health::Health;
+use crate::node::SHUTDOWN_GRACE;
 
 pub async fn serve(
     listener: TcpListener,
@@ -67,11 +69,24 @@ pub async fn serve(
                 async move { ready(&raft, &health, election_timeout) }
             }),
         );
-    let result = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await;
-    if let Err(e) = result {
-        tracing::warn!(error = %e, "HTTP server stopped with an error");
+    let serve = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+        .into_future();
+    tokio::pin!(serve);
+    // Graceful shutdown waits for every connection to close, and the client of an event feed that
+    // stopped reading never closes (nor is its feed polled, to see the stop): bound the wait, as
+    // for the gRPC listeners.
+    let result = tokio::select! {
+        result = &mut serve => Some(result),
+        () = shutdown.cancelled() => tokio::time::timeout(SHUTDOWN_GRACE, &mut serve).await.ok(),
+    };
+    match result {
+        Some(Ok(())) => {}
+        Some(Err(e)) => tracing::warn!(error = %e, "HTTP server stopped with an error"),
+        None => tracing::warn!(
+            grace = ?SHUTDOWN_GRACE,
+            "HTTP connections still open after the shutdown grace period; dropping them"
+        ),
     }
 }
 

@@ -62,7 +62,7 @@ const MAX_CLIENT_RESPONSE_BYTES: usize = 512 * 1024 * 1024;
 const MAX_PAYLOAD_ENTRIES: u64 = 64;
 
 /// How long a stopping node waits for its connections to close before dropping them.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
 /// A running node. Dropping it does not stop it: call [`NodeHandle::shutdown`].
 #[derive(Debug)]

@@ -240,14 +240,14 @@ impl Lease for LeaseService {
 /// unanswered (indeterminate to the client: renewing again is harmless).
 ///
 /// The renewals in flight are driven to the end whether or not the client reads its answers:
-/// finished answers wait in `ready` (within the same bound) while the response buffer is full. A
-/// renewal may hold the node's renewal slot (`renew.rs`: a lone renewal finding it free is
-/// proposed by its own stream), so one left unpolled while the pump waited for buffer room would
-/// hold up every other client's renewals, and their leases would expire.
+/// finished answers wait in `ready` (within the same bound) while the response buffer is full.
+/// A renewal may hold one of the node's renewal slots (`renew.rs`: with `--renew-inflight` above
+/// 1, a renewal finding a slot free and nobody queued is proposed by its own stream), and one left
+/// unpolled would keep it, narrowing every other stream's pipeline, until the client read again.
 ///
 /// Ends when the client has closed its side and every answer is out, on the first error, when the
 /// client goes away (its response stream dropped), or when the node stops serving, even while
-/// answers wait for a client that does not read them.
+/// answers wait for a client that does not read them (a graceful stop waits for this task).
 async fn pump_keepalives(
     context: Arc<NodeContext>,
     credential: Arc<Credential>,

@@ -371,15 +371,14 @@ async fn a_half_closed_keepalive_stream_is_answered_and_then_ended() {
     cluster.shutdown().await;
 }
 
-/// A client that pipelines renewals on a stream and never reads the answers, until the HTTP/2
-/// windows are full, holds up no one else's renewals. Found by review: while the stream's pump
-/// waited to hand over an answer it stopped driving its other renewals, so one that had taken the
-/// node's renewal slot itself (a lone renewal finding the slot free is proposed by its own stream)
-/// kept the slot after it applied, and every other renewal on the node waited behind it: the
-/// leases of clients renewing on time would have expired. Nor did that pump see the node stop, so
-/// a node with such a client never finished a graceful stop (SIGTERM).
+/// A node stops (gracefully, as on SIGTERM) while clients pipeline renewals on KeepAlive streams
+/// and never read the answers, until neither the HTTP/2 windows nor the node take more; other
+/// clients are served meanwhile. Found by review: the stream's pump waited for room to hand over
+/// an answer without watching for the node's stop, and the stop waited for the pump: forever.
+/// (While it waited it also stopped driving its other renewals, one of which could hold a
+/// renewal slot.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stream_that_never_reads_its_answers_holds_up_no_one_elses_renewals() {
+async fn a_node_stops_while_keepalive_clients_leave_their_answers_unread() {
     use tokio_stream::wrappers::ReceiverStream;
     use tonic::transport::Endpoint;
     use zaris_client::proto::LeaseKeepAliveRequest;
@@ -391,10 +390,11 @@ async fn a_stream_that_never_reads_its_answers_holds_up_no_one_elses_renewals() 
         .await
         .expect("grant")
         .id;
-    // Small windows (HTTP/2's least), so the transport soaks up few of the unread answers.
     let mut stalled = Vec::new();
     let mut senders = Vec::new();
+    let mut probes = Vec::new();
     for _ in 0..4 {
+        // HTTP/2's smallest windows, so the transport soaks up few of the unread answers.
         let channel = Endpoint::from_shared(format!("http://{}", cluster.addrs[&leader]))
             .expect("endpoint")
             .initial_stream_window_size(65_535)
@@ -409,7 +409,8 @@ async fn a_stream_that_never_reads_its_answers_holds_up_no_one_elses_renewals() 
             .expect("open")
             .into_inner();
         stalled.push(answers);
-        // Sends until the server stops reading (its windows full too), and then waits.
+        probes.push(requests.clone());
+        // Sends until the node stops reading the stream, and then waits.
         senders.push(tokio::spawn(async move {
             for seq in 1.. {
                 let request = LeaseKeepAliveRequest {
@@ -422,25 +423,29 @@ async fn a_stream_that_never_reads_its_answers_holds_up_no_one_elses_renewals() 
             }
         }));
     }
-    // Long enough for the unread answers to fill the windows and the pumps' buffers.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    for round in 0..20 {
-        let renewed = tokio::time::timeout(
-            Duration::from_secs(10),
-            client.keep_alive_once([other_lease]),
-        )
-        .await;
+    // Every stream stalled: its requests are no longer taken off the client's queue, so the node
+    // reads it no further (its answers fill the windows, the response buffer and the bound).
+    let stalled_at = Instant::now();
+    while probes.iter().any(|probe| probe.capacity() > 0) {
         assert!(
-            matches!(&renewed, Ok(Ok(r)) if r.renewed.len() == 1),
-            "round {round}: another client's renewal was held up: {renewed:?}"
+            stalled_at.elapsed() < Duration::from_secs(60),
+            "the streams never stalled"
         );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // Nor do they keep the nodes from stopping (the pump used to wait for buffer room without
-    // watching for the node's stop, and a graceful stop waited for the pump).
+    drop(probes);
+    let renewed = tokio::time::timeout(
+        Duration::from_secs(10),
+        client.keep_alive_once([other_lease]),
+    )
+    .await;
+    assert!(
+        matches!(&renewed, Ok(Ok(r)) if r.renewed.len() == 1),
+        "another client's renewal waited: {renewed:?}"
+    );
     tokio::time::timeout(Duration::from_secs(30), cluster.shutdown())
         .await
-        .expect("the nodes stop while clients still hold answers unread");
+        .expect("the nodes stop while clients still leave answers unread");
     for sender in senders {
         sender.abort();
     }

@@ -361,3 +361,48 @@ async fn the_event_feed_streams_changes_under_its_prefix() {
     );
     cluster.shutdown().await;
 }
+
+/// A member stops (gracefully, as on SIGTERM) while a client of its event feed has stopped
+/// reading. Found by review: the HTTP server's graceful stop waited for every connection to
+/// close, and that one never did (its feed, no longer polled, never saw the stop), so the node's
+/// stop waited forever. The stop now waits a grace period, as for the gRPC listeners.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_stops_while_an_event_feed_client_reads_nothing() {
+    let cluster = with_http(1).await;
+    let http = cluster.node(1).http_addr.expect("http address");
+    let client = cluster.client(&[1]).await;
+    // A member that has not applied the cluster's first entries answers 503: write first.
+    let warm = client
+        .put("warm", "1", PutOptions::default())
+        .await
+        .expect("put");
+    cluster.wait_applied(warm.revision).await;
+    // A small receive buffer, so the kernel soaks up little of what the client leaves unread.
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(4096).expect("receive buffer");
+    let mut socket = socket.connect(http).await.expect("connect");
+    socket
+        .write_all(b"GET /api/v1/events?prefix=big%2F HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .expect("write");
+    let mut seen = String::new();
+    let mut buffer = [0u8; 4096];
+    while !seen.contains("\r\n\r\n") {
+        let n = socket.read(&mut buffer).await.expect("read");
+        assert!(n > 0, "the feed ended: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buffer[..n]));
+    }
+    assert!(seen.starts_with("HTTP/1.1 200"), "{seen}");
+    // Far more than the socket buffers and the server's own buffer hold, none of it read.
+    let value = "v".repeat(512 * 1024);
+    for i in 0..48 {
+        client
+            .put(format!("big/{i}"), value.as_str(), PutOptions::default())
+            .await
+            .expect("put");
+    }
+    tokio::time::timeout(Duration::from_secs(30), cluster.shutdown())
+        .await
+        .expect("the member stops while a feed's client reads nothing");
+    drop(socket);
+}
