@@ -280,7 +280,8 @@ impl Cluster for ClusterService {
         // Dropped with the stream (sent in full, or abandoned by the client).
         let (stream_alive, stream_dropped) = tokio::sync::oneshot::channel::<()>();
         let node_id = self.0.node_id;
-        self.0.tasks.spawn(async move {
+        let shutdown = self.0.shutdown.clone();
+        let send = async move {
             let _copy_held = permit;
             let chunks =
                 std::iter::once(first).chain(bytes.chunks(SNAPSHOT_CHUNK_BYTES).map(|data| {
@@ -307,6 +308,13 @@ impl Cluster for ClusterService {
             // the snapshot is being sent until the stream is done with (or the reader stalls).
             drop(sender);
             let _ = tokio::time::timeout(SNAPSHOT_SEND_STALL, stream_dropped).await;
+        };
+        // A stopping node does not wait for a reader (its stop waits for this task).
+        self.0.tasks.spawn(async move {
+            tokio::select! {
+                () = shutdown.cancelled() => {}
+                () = send => {}
+            }
         });
         let stream = tokio_stream::wrappers::ReceiverStream::new(receiver).map(move |chunk| {
             let _alive = &stream_alive;

@@ -192,3 +192,45 @@ async fn one_snapshot_is_sent_at_a_time() {
     assert!(data.len() > 4_000_000);
     cluster.shutdown().await;
 }
+
+/// A member stops (gracefully, as on SIGTERM) while a Snapshot reader has stopped reading, without
+/// waiting out the send stall bound (30 s). Found by review: the sending task did not watch for
+/// the node's stop, and the stop waited for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_stops_while_a_snapshot_reader_reads_nothing() {
+    use zaris_proto::v1::SnapshotRequest;
+    use zaris_proto::v1::cluster_client::ClusterClient;
+
+    let cluster = TestCluster::start(1).await;
+    let leader = cluster.leader().await;
+    let client = cluster.client(&[leader]).await;
+    // Larger than the transport's windows, so the stream stalls (see the test above).
+    for i in 0..4 {
+        client
+            .put(
+                format!("big/{i}"),
+                vec![b'x'; 1_000_000],
+                PutOptions::default(),
+            )
+            .await
+            .expect("put");
+    }
+    let mut raw = ClusterClient::connect(format!("http://{}", cluster.addrs[&leader]))
+        .await
+        .expect("connect");
+    let mut stalled = raw
+        .snapshot(SnapshotRequest {})
+        .await
+        .expect("snapshot")
+        .into_inner();
+    stalled
+        .message()
+        .await
+        .expect("first message")
+        .expect("some");
+    // Well under the 30 s after which a stalled reader is given up on anyway.
+    tokio::time::timeout(Duration::from_secs(10), cluster.shutdown())
+        .await
+        .expect("the member stops without waiting for the stalled reader");
+    drop(stalled);
+}
