@@ -16,7 +16,7 @@ use zaris_raft::Raft;
 
 use crate::api::{Api, ApiCall, ApiReply, ForwardedCredential};
 use crate::health::Health;
-use crate::node::SHUTDOWN_GRACE;
+use crate::node::{SHUTDOWN_GRACE, within_grace};
 
 pub async fn serve(
     listener: TcpListener,
@@ -72,15 +72,9 @@ pub async fn serve(
     let serve = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown.clone().cancelled_owned())
         .into_future();
-    tokio::pin!(serve);
-    // Graceful shutdown waits for every connection to close, and the client of an event feed that
-    // stopped reading never closes (nor is its feed polled, to see the stop): bound the wait, as
-    // for the gRPC listeners.
-    let result = tokio::select! {
-        result = &mut serve => Some(result),
-        () = shutdown.cancelled() => tokio::time::timeout(SHUTDOWN_GRACE, &mut serve).await.ok(),
-    };
-    match result {
+    // The client of an event feed that stopped reading never closes (nor is its feed polled, to
+    // see the stop).
+    match within_grace(serve, &shutdown).await {
         Some(Ok(())) => {}
         Some(Err(e)) => tracing::warn!(error = %e, "HTTP server stopped with an error"),
         None => tracing::warn!(

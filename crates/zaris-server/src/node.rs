@@ -579,14 +579,8 @@ async fn serve_grpc<I, IO, IE>(
     IE: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let serve = server.serve_with_incoming_shutdown(incoming, stop.clone().cancelled_owned());
-    tokio::pin!(serve);
-    // Graceful shutdown waits for every connection to close, and a peer that stopped reading
-    // (paused, partitioned) never closes: bound the wait.
-    let result = tokio::select! {
-        result = &mut serve => Some(result),
-        () = stop.cancelled() => tokio::time::timeout(SHUTDOWN_GRACE, &mut serve).await.ok(),
-    };
-    match result {
+    // A peer that stopped reading (paused, partitioned) never closes its connection.
+    match within_grace(serve, &stop).await {
         Some(Ok(())) => {}
         Some(Err(e)) => {
             warn!(node_id, listener = what, error = %e, "gRPC server stopped with an error")
@@ -597,6 +591,21 @@ async fn serve_grpc<I, IO, IE>(
             grace = ?SHUTDOWN_GRACE,
             "connections still open after the shutdown grace period; dropping them"
         ),
+    }
+}
+
+/// Runs `serve`, a server's graceful shutdown (it stops accepting on `stop`, then waits for every
+/// open connection to close), but gives those connections at most [`SHUTDOWN_GRACE`] after `stop`:
+/// one whose other end stopped reading never closes, and the node's stop waits for its servers.
+/// `None`: the grace ran out and the connections still open were dropped.
+pub(crate) async fn within_grace<F: std::future::Future>(
+    serve: F,
+    stop: &CancellationToken,
+) -> Option<F::Output> {
+    tokio::pin!(serve);
+    tokio::select! {
+        result = &mut serve => Some(result),
+        () = stop.cancelled() => tokio::time::timeout(SHUTDOWN_GRACE, &mut serve).await.ok(),
     }
 }
 

@@ -280,6 +280,24 @@ async fn a_follower_answers_through_whichever_member_leads() {
     cluster.shutdown().await;
 }
 
+/// Asks for the event feed of `prefix` (URL-encoded) on `socket`, and reads until the response's
+/// head has arrived (and whatever came with it).
+async fn open_feed(socket: &mut tokio::net::TcpStream, prefix: &str) -> String {
+    let request = format!(
+        "GET /api/v1/events?prefix={prefix} HTTP/1.1\r\nHost: localhost\r\n\
+         Connection: close\r\n\r\n"
+    );
+    socket.write_all(request.as_bytes()).await.expect("write");
+    let mut seen = String::new();
+    let mut buffer = [0u8; 4096];
+    while !seen.contains("\r\n\r\n") {
+        let n = socket.read(&mut buffer).await.expect("read");
+        assert!(n > 0, "the feed ended: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buffer[..n]));
+    }
+    seen
+}
+
 /// `/api/v1/events` streams a member's applied changes under a prefix as Server-Sent Events,
 /// the lease's id on an EXPIRE or REVOKE; a parameter it does not take is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -304,21 +322,8 @@ async fn the_event_feed_streams_changes_under_its_prefix() {
     );
 
     let mut socket = tokio::net::TcpStream::connect(http).await.expect("connect");
-    socket
-        .write_all(
-            b"GET /api/v1/events?prefix=svc%2F HTTP/1.1\r\nHost: localhost\r\n\
-              Connection: close\r\n\r\n",
-        )
-        .await
-        .expect("write");
     // The feed starts at the next applied revision: write only once its head has arrived.
-    let mut seen = String::new();
-    let mut buffer = [0u8; 4096];
-    while !seen.contains("\r\n\r\n") {
-        let n = socket.read(&mut buffer).await.expect("read");
-        assert!(n > 0, "the feed ended: {seen}");
-        seen.push_str(&String::from_utf8_lossy(&buffer[..n]));
-    }
+    let mut seen = open_feed(&mut socket, "svc%2F").await;
     let lease = client
         .grant(Duration::from_secs(60))
         .await
@@ -338,6 +343,7 @@ async fn the_event_feed_streams_changes_under_its_prefix() {
         zaris_client::Revocation::Revoked { .. }
     ));
     let read = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut buffer = [0u8; 4096];
         while !seen.contains("\"REVOKE\"") {
             let n = socket.read(&mut buffer).await.expect("read");
             assert!(n > 0, "the feed ended: {seen}");
@@ -381,18 +387,8 @@ async fn a_member_stops_while_an_event_feed_client_reads_nothing() {
     let socket = tokio::net::TcpSocket::new_v4().expect("socket");
     socket.set_recv_buffer_size(4096).expect("receive buffer");
     let mut socket = socket.connect(http).await.expect("connect");
-    socket
-        .write_all(b"GET /api/v1/events?prefix=big%2F HTTP/1.1\r\nHost: localhost\r\n\r\n")
-        .await
-        .expect("write");
-    let mut seen = String::new();
-    let mut buffer = [0u8; 4096];
-    while !seen.contains("\r\n\r\n") {
-        let n = socket.read(&mut buffer).await.expect("read");
-        assert!(n > 0, "the feed ended: {seen}");
-        seen.push_str(&String::from_utf8_lossy(&buffer[..n]));
-    }
-    assert!(seen.starts_with("HTTP/1.1 200"), "{seen}");
+    let head = open_feed(&mut socket, "big%2F").await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     // Far more than the socket buffers and the server's own buffer hold, none of it read.
     let value = "v".repeat(512 * 1024);
     for i in 0..48 {

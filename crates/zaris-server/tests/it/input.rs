@@ -122,20 +122,20 @@ async fn a_retry_whose_id_was_evicted_is_refused_not_applied_twice() {
     cluster.shutdown().await;
 }
 
-/// A client calling Snapshot again and again cannot make the leader hold many copies of the
-/// state: while one snapshot is being sent (here: to a client that stopped reading after the
-/// first message), another is refused with CAPACITY_EXCEEDED; once that stream is dropped, the next
-/// one is served in full.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_snapshot_is_sent_at_a_time() {
+/// A Snapshot stream from `cluster`'s leader, read up to its first message (returned) and no
+/// further, of a state (written here through `client`: four 1 MB values) larger than the
+/// transport's flow-control windows, so the stream stalls (a small snapshot is buffered whole and
+/// its stream ends at once).
+async fn a_snapshot_read_no_further(
+    cluster: &TestCluster,
+    client: &zaris_client::Client,
+) -> (
+    tonic::Streaming<zaris_proto::v1::SnapshotChunk>,
+    zaris_proto::v1::SnapshotChunk,
+) {
     use zaris_proto::v1::SnapshotRequest;
     use zaris_proto::v1::cluster_client::ClusterClient;
 
-    let cluster = TestCluster::start(1).await;
-    let leader = cluster.leader().await;
-    let client = cluster.client(&[leader]).await;
-    // Larger than the transport's flow-control windows, so a client that stops reading stalls
-    // the stream (a small snapshot is buffered whole and its stream ends at once).
     for i in 0..4 {
         client
             .put(
@@ -146,19 +146,32 @@ async fn one_snapshot_is_sent_at_a_time() {
             .await
             .expect("put");
     }
+    let leader = cluster.leader().await;
     let mut raw = ClusterClient::connect(format!("http://{}", cluster.addrs[&leader]))
         .await
         .expect("connect");
     let mut stalled = raw
         .snapshot(SnapshotRequest {})
         .await
-        .expect("first snapshot")
+        .expect("snapshot")
         .into_inner();
     let first = stalled
         .message()
         .await
         .expect("first message")
         .expect("some");
+    (stalled, first)
+}
+
+/// A client calling Snapshot again and again cannot make the leader hold many copies of the
+/// state: while one snapshot is being sent (here: to a client that stopped reading after the
+/// first message), another is refused with CAPACITY_EXCEEDED; once that stream is dropped, the next
+/// one is served in full.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_snapshot_is_sent_at_a_time() {
+    let cluster = TestCluster::start(1).await;
+    let client = cluster.client(&[cluster.leader().await]).await;
+    let (stalled, first) = a_snapshot_read_no_further(&cluster, &client).await;
     assert!(first.info.is_some_and(|info| info.key_count == 4));
 
     let error = client
@@ -198,36 +211,9 @@ async fn one_snapshot_is_sent_at_a_time() {
 /// the node's stop, and the stop waited for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_stops_while_a_snapshot_reader_reads_nothing() {
-    use zaris_proto::v1::SnapshotRequest;
-    use zaris_proto::v1::cluster_client::ClusterClient;
-
     let cluster = TestCluster::start(1).await;
-    let leader = cluster.leader().await;
-    let client = cluster.client(&[leader]).await;
-    // Larger than the transport's windows, so the stream stalls (see the test above).
-    for i in 0..4 {
-        client
-            .put(
-                format!("big/{i}"),
-                vec![b'x'; 1_000_000],
-                PutOptions::default(),
-            )
-            .await
-            .expect("put");
-    }
-    let mut raw = ClusterClient::connect(format!("http://{}", cluster.addrs[&leader]))
-        .await
-        .expect("connect");
-    let mut stalled = raw
-        .snapshot(SnapshotRequest {})
-        .await
-        .expect("snapshot")
-        .into_inner();
-    stalled
-        .message()
-        .await
-        .expect("first message")
-        .expect("some");
+    let client = cluster.client(&[cluster.leader().await]).await;
+    let (stalled, _) = a_snapshot_read_no_further(&cluster, &client).await;
     // Well under the 30 s after which a stalled reader is given up on anyway.
     tokio::time::timeout(Duration::from_secs(10), cluster.shutdown())
         .await
