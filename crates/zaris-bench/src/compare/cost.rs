@@ -85,14 +85,29 @@ fn parse_switches(status: &str) -> u64 {
         .sum()
 }
 
-/// Runs `workload` and returns what it measured with what it cost the processes `pids`.
+/// What a workload cost the servers' processes, and this process: the load client, which shares
+/// the machine's cores with them (on a 2-core machine a client that costs more leaves the servers
+/// less; both systems' clients are Rust gRPC clients in this process).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Spent {
+    pub servers: Cost,
+    pub client: Cost,
+}
+
+/// Runs `workload` and returns what it measured with what it cost the processes `pids` and this
+/// one.
 pub async fn costed(
     pids: &[u32],
     workload: impl Future<Output = anyhow::Result<Sample>>,
-) -> anyhow::Result<(Sample, Cost)> {
-    let before = Cost::of(pids);
+) -> anyhow::Result<(Sample, Spent)> {
+    let me = [std::process::id()];
+    let (servers, client) = (Cost::of(pids), Cost::of(&me));
     let sample = workload.await?;
-    Ok((sample, Cost::of(pids).since(&before)))
+    let spent = Spent {
+        servers: Cost::of(pids).since(&servers),
+        client: Cost::of(&me).since(&client),
+    };
+    Ok((sample, spent))
 }
 
 #[cfg(test)]
@@ -106,6 +121,22 @@ mod tests {
         let status = "Name:\tzaris\nvoluntary_ctxt_switches:\t40\nnonvoluntary_ctxt_switches:\t2\n";
         assert_eq!(parse_switches(status), 42);
         assert_eq!(parse_switches("Name:\tx\n"), 0);
+    }
+
+    #[tokio::test]
+    async fn a_workload_is_charged_to_the_servers_and_to_this_client_apart() {
+        let (sample, spent) = costed(&[], async {
+            let until = std::time::Instant::now() + std::time::Duration::from_millis(20);
+            while std::time::Instant::now() < until {
+                std::hint::black_box(0u64);
+            }
+            Ok(Sample::default())
+        })
+        .await
+        .expect("the workload ran");
+        assert_eq!(sample.ok, 0);
+        assert_eq!(spent.servers, Cost::default(), "no server processes");
+        assert!(spent.client.cpu_ns >= 10_000_000, "{spent:?}");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use tokio::sync::Mutex;
 
-use self::cost::{Cost, costed};
+use self::cost::{Spent, costed};
 use self::etcd::EtcdCluster;
 use self::target::{Renewer, Target};
 use self::zaris::ZarisCluster;
@@ -221,12 +221,13 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
 }
 
 /// A throughput row; its detail also says what a request cost each cluster's processes (all
-/// three nodes: CPU time and context switches, the workload's setup included).
+/// three nodes: CPU time and context switches, the workload's setup included), and the load
+/// client's CPU per request (this process, for that system's run).
 fn throughput_row(
     workload: &str,
     target: &'static str,
-    (zaris, zaris_cost): (Sample, Cost),
-    (etcd, etcd_cost): (Sample, Cost),
+    (zaris, zaris_cost): (Sample, Spent),
+    (etcd, etcd_cost): (Sample, Spent),
 ) -> Row {
     println!(
         "{workload}: zaris {:.0}/s, etcd {:.0}/s",
@@ -234,17 +235,19 @@ fn throughput_row(
         etcd.rate()
     );
     let detail = format!(
-        "p50 {:.1} / {:.1} ms, p99 {:.1} / {:.1} ms; failed {} / {}; per request: CPU {:.0} / {:.0} µs, context switches {:.1} / {:.1}",
+        "p50 {:.1} / {:.1} ms, p99 {:.1} / {:.1} ms; failed {} / {}; per request: CPU {:.0} / {:.0} µs, context switches {:.1} / {:.1}; load client's CPU {:.0} / {:.0} µs",
         ms(zaris.percentile(0.5)),
         ms(etcd.percentile(0.5)),
         ms(zaris.percentile(0.99)),
         ms(etcd.percentile(0.99)),
         zaris.failed,
         etcd.failed,
-        zaris_cost.cpu_us_per(&zaris),
-        etcd_cost.cpu_us_per(&etcd),
-        zaris_cost.switches_per(&zaris),
-        etcd_cost.switches_per(&etcd),
+        zaris_cost.servers.cpu_us_per(&zaris),
+        etcd_cost.servers.cpu_us_per(&etcd),
+        zaris_cost.servers.switches_per(&zaris),
+        etcd_cost.servers.switches_per(&etcd),
+        zaris_cost.client.cpu_us_per(&zaris),
+        etcd_cost.client.cpu_us_per(&etcd),
     );
     Row {
         workload: workload.to_owned(),
