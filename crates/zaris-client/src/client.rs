@@ -378,6 +378,12 @@ impl Client {
                 Ok(Ok(response)) => {
                     let status = response.into_inner();
                     self.check_cluster(&status, &target)?;
+                    // Applied there, so committed: the first write of a new client is then
+                    // issued after it, not after revision 0, which the de-duplication table of a
+                    // cluster that ever forgot a request id would refuse.
+                    if let Some(header) = &status.header {
+                        self.observe_revision(header.revision);
+                    }
                     endpoints.succeeded(target.index);
                     // A follower's view of the leader saves the first call a redirect. An
                     // endpoint that is the leader stays the way in, whatever address the leader
@@ -535,15 +541,28 @@ impl Client {
                 Ok(Err(status)) => RpcError::from_status(&status, target.authority.clone()),
                 Err(_elapsed) => RpcError::timed_out(timeout, target.authority.clone()),
             };
-            if let Some(forgotten_through) = forgotten(&err) {
+            if !maybe_applied && let Some(forgotten_through) = forgotten(&err) {
                 // The de-duplication table refused the request because it may have forgotten
-                // an earlier attempt. If no earlier attempt can have been applied, this one is
-                // the first to reach the log: send it again as issued after what was forgotten.
-                if !maybe_applied
-                    && request.reissue(forgotten_through.max(self.seen_revision().get()))
-                {
-                    self.observe_revision(forgotten_through);
-                    continue;
+                // an earlier attempt. No earlier attempt can have been applied, so this one is
+                // the first to reach the log: send it again as issued after a revision committed
+                // now. Not merely after `forgotten_through`: under a steady write load the table
+                // forgets more while the resend travels, and would refuse it again, round after
+                // round, until the deadline.
+                let committed = self.applied_revision(&target, timeout).await.unwrap_or(0);
+                let reissued_at = forgotten_through
+                    .max(committed)
+                    .max(self.seen_revision().get());
+                if request.reissue(reissued_at) {
+                    self.observe_revision(reissued_at);
+                    if Instant::now() < deadline {
+                        continue;
+                    }
+                    return Err(Error::DeadlineExhausted {
+                        attempts,
+                        elapsed: started.elapsed(),
+                        last: Box::new(err.into()),
+                        outcome: Outcome::Definite,
+                    });
                 }
             }
             if maybe_applied {
@@ -592,6 +611,24 @@ impl Client {
                 tokio::time::sleep(delay).await;
             }
         }
+    }
+
+    /// The revision the member at `target` has applied (so committed), from a Status; `None` if
+    /// it does not answer in `timeout` or answers for another cluster.
+    async fn applied_revision(&self, target: &Target, timeout: Duration) -> Option<u64> {
+        let mut request = tonic::Request::new(StatusRequest {});
+        request.set_timeout(timeout);
+        self.authorize(&mut request);
+        let status = tokio::time::timeout(
+            timeout,
+            ClusterClient::new(target.channel.clone()).status(request),
+        )
+        .await
+        .ok()?
+        .ok()?
+        .into_inner();
+        self.check_cluster(&status, target).ok()?;
+        status.header.map(|header| header.revision)
     }
 
     /// Remembers the first cluster id seen, and refuses answers from any other cluster; notes

@@ -31,15 +31,22 @@ enum Behavior {
     /// Answers LEADERSHIP_LOST (indeterminate) this many times, then serves.
     LoseLeadership(u32),
     /// Like a de-duplication table that forgot every id applied up to this revision: a Put
-    /// whose request id is issued before it is refused with REQUEST_ID_FORGOTTEN. The first
-    /// `lose` calls answer LEADERSHIP_LOST first.
-    Forgetful { forgotten_through: u64, lose: u32 },
+    /// whose request id is issued before it is refused with REQUEST_ID_FORGOTTEN, and the table
+    /// then forgets `advance` revisions more (other clients' writes evict older ids meanwhile).
+    /// The first `lose` calls answer LEADERSHIP_LOST first.
+    Forgetful {
+        forgotten_through: u64,
+        lose: u32,
+        advance: u64,
+    },
 }
 
 #[derive(Debug)]
 struct State {
     behavior: Behavior,
     cluster_id: u64,
+    /// The revision every response header names (the member's applied revision).
+    revision: u64,
     /// Request ids of the Put requests received, in order.
     put_ids: Vec<Option<RequestId>>,
     /// Number of calls received, of any kind.
@@ -74,10 +81,11 @@ impl FakeMember {
     }
 
     fn header(&self) -> Option<ResponseHeader> {
+        let state = self.state();
         Some(ResponseHeader {
-            cluster_id: self.state().cluster_id,
+            cluster_id: state.cluster_id,
             member_id: self.id,
-            revision: 7,
+            revision: state.revision,
             raft_term: 1,
         })
     }
@@ -103,7 +111,9 @@ impl FakeMember {
                 .into_status())
             }
             Behavior::Forgetful {
-                forgotten_through, ..
+                forgotten_through,
+                advance,
+                ..
             } if seen_revision < *forgotten_through => {
                 let mut detail = ErrorDetail::new(
                     ErrorCode::RequestIdForgotten,
@@ -111,6 +121,7 @@ impl FakeMember {
                     "this request id may have been applied and forgotten",
                 );
                 detail.compact_revision = *forgotten_through;
+                *forgotten_through += *advance;
                 Err(detail.into_status())
             }
             Behavior::Forgetful { .. } => Ok(()),
@@ -340,6 +351,7 @@ async fn start(id: u64, behavior: Behavior) -> (FakeMember, String) {
         state: Arc::new(Mutex::new(State {
             behavior,
             cluster_id: 42,
+            revision: 7,
             put_ids: Vec::new(),
             calls: 0,
             snapshot_chunks: vec![SNAPSHOT_DATA[..10].to_vec(), SNAPSHOT_DATA[10..].to_vec()],
@@ -522,6 +534,7 @@ async fn a_first_attempt_refused_as_forgotten_is_resent_seen_revision_what_was_f
         Behavior::Forgetful {
             forgotten_through: 500,
             lose: 0,
+            advance: 0,
         },
     )
     .await;
@@ -537,6 +550,87 @@ async fn a_first_attempt_refused_as_forgotten_is_resent_seen_revision_what_was_f
     assert!(client.seen_revision() >= Revision::new(500));
 }
 
+/// The review of 2026-12-04: a resend dated only after `forgotten_through` raced the table,
+/// which under a steady write load forgets more while the resend travels, and was refused
+/// again, round after round, until the deadline. It is dated after a revision the member has
+/// applied now instead, well above what the table forgot.
+#[tokio::test]
+async fn a_resend_refused_as_forgotten_is_issued_after_a_revision_committed_now() {
+    let (member, address) = start(
+        1,
+        Behavior::Forgetful {
+            forgotten_through: 500,
+            lose: 0,
+            advance: 10,
+        },
+    )
+    .await;
+    member.state().revision = 2_000;
+    let client = client(&[&address], fast_options()).await;
+    let response = client.put("k", "v", PutOptions::default()).await;
+    assert!(response.is_ok(), "{response:?}");
+    let ids = member.state().put_ids.clone();
+    assert_eq!(ids.len(), 2, "one resend: {ids:?}");
+    assert_eq!(ids[1].map(|id| id.seen_revision), Some(2_000), "{ids:?}");
+    assert!(client.seen_revision() >= Revision::new(2_000));
+}
+
+/// However fast the table forgets, re-dating a request that was never applied ends at the
+/// client's deadline, and says that nothing was applied.
+#[tokio::test]
+async fn a_resend_refused_again_and_again_ends_at_the_deadline_as_not_applied() {
+    let (member, address) = start(
+        1,
+        Behavior::Forgetful {
+            forgotten_through: 500,
+            lose: 0,
+            advance: 1_000_000,
+        },
+    )
+    .await;
+    let options = fast_options().with_timeout(Duration::from_millis(300));
+    let client = client(&[&address], options).await;
+    let started = std::time::Instant::now();
+    let err = match client.put("k", "v", PutOptions::default()).await {
+        Ok(response) => panic!("a refused write succeeded: {response:?}"),
+        Err(err) => err,
+    };
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(matches!(err, Error::DeadlineExhausted { .. }), "{err:?}");
+    assert!(err.is_definite(), "no attempt was applied: {err}");
+    assert_eq!(err.error_code(), Some(ErrorCode::RequestIdForgotten));
+    assert!(member.state().put_ids.len() > 2);
+}
+
+/// A connected client learns a committed revision when it dials, so its first write is not
+/// dated revision 0, which a cluster that ever forgot a request id refuses.
+#[tokio::test]
+async fn a_connected_client_issues_its_first_write_after_the_revision_it_dialed() {
+    let (member, address) = start(
+        1,
+        Behavior::Forgetful {
+            forgotten_through: 500,
+            lose: 0,
+            advance: 0,
+        },
+    )
+    .await;
+    member.state().revision = 2_000;
+    let client = match Client::connect_with([address.as_str()], fast_options()).await {
+        Ok(client) => client,
+        Err(err) => panic!("connect: {err}"),
+    };
+    let response = client.put("k", "v", PutOptions::default()).await;
+    assert!(response.is_ok(), "{response:?}");
+    let ids = member.state().put_ids.clone();
+    assert_eq!(ids.len(), 1, "refused first: {ids:?}");
+    assert_eq!(ids[0].map(|id| id.seen_revision), Some(2_000));
+}
+
 #[tokio::test]
 async fn a_retry_refused_as_forgotten_after_an_indeterminate_attempt_is_indeterminate() {
     let (member, address) = start(
@@ -544,6 +638,7 @@ async fn a_retry_refused_as_forgotten_after_an_indeterminate_attempt_is_indeterm
         Behavior::Forgetful {
             forgotten_through: 500,
             lose: 1,
+            advance: 0,
         },
     )
     .await;
