@@ -1,6 +1,7 @@
 //! Lock calls waiting in a queue: woken when an applied entry hands them the lock, or when their
 //! lease ends. Bounded by the per-lock waiter limit (the state machine enforces it) times the
-//! concurrent calls per (lock, lease).
+//! concurrent calls per (lock, lease): a call's wait is forgotten when its [`Registration`] is
+//! dropped, however the call ends (answered, failed, or cancelled by its client halfway).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -30,33 +31,51 @@ pub struct LockWaiters {
     waiting: Mutex<Waiting>,
 }
 
-/// A registered wait; [`LockWaiters::forget`] it when the call ends without being woken.
+/// A registered wait, forgotten when dropped. A guard, not a call to make on every way out: a
+/// Lock call whose client went away is dropped at its next await, and a wait it left behind
+/// would stay until its lease ended, or for good for a lease that never existed.
 #[derive(Debug)]
-pub struct Registration {
-    pub id: u64,
+pub struct Registration<'a> {
+    waiters: &'a LockWaiters,
+    key: Key,
+    id: u64,
     pub woken: oneshot::Receiver<Wake>,
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        self.waiters.forget(&self.key, self.id);
+    }
 }
 
 impl LockWaiters {
     /// Registers interest before proposing, so a hand-over applied right after the proposal's
     /// own entry is not missed.
-    pub fn register(&self, name: &str, lease: LeaseId) -> Registration {
+    pub fn register(&self, name: &str, lease: LeaseId) -> Registration<'_> {
         let (tx, woken) = oneshot::channel();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.lock()
-            .entry((lease, name.to_string()))
-            .or_default()
-            .push((id, tx));
-        Registration { id, woken }
+        let key = (lease, name.to_string());
+        self.lock().entry(key.clone()).or_default().push((id, tx));
+        Registration {
+            waiters: self,
+            key,
+            id,
+            woken,
+        }
     }
 
-    pub fn forget(&self, name: &str, lease: LeaseId, id: u64) {
+    /// Waits registered and not yet woken or forgotten.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.lock().values().map(Vec::len).sum()
+    }
+
+    fn forget(&self, key: &Key, id: u64) {
         let mut waiting = self.lock();
-        let key = (lease, name.to_string());
-        if let Some(list) = waiting.get_mut(&key) {
+        if let Some(list) = waiting.get_mut(key) {
             list.retain(|(waiter, _)| *waiter != id);
             if list.is_empty() {
-                waiting.remove(&key);
+                waiting.remove(key);
             }
         }
     }
@@ -94,13 +113,13 @@ mod tests {
     #[test]
     fn concurrent_waits_for_the_same_lock_and_lease_are_all_woken() {
         let waiters = LockWaiters::default();
-        let mut first = waiters.register("m", LeaseId::new(7));
+        let first = waiters.register("m", LeaseId::new(7));
         let mut second = waiters.register("m", LeaseId::new(7));
         let mut other = waiters.register("m", LeaseId::new(8));
         // One call gives up; the other must still be woken.
-        waiters.forget("m", LeaseId::new(7), first.id);
+        drop(first);
+        assert_eq!(waiters.len(), 2);
         waiters.acquired("m", LeaseId::new(7), FencingToken::new(42));
-        assert!(first.woken.try_recv().is_err());
         assert_eq!(
             second.woken.try_recv(),
             Ok(Wake::Acquired(FencingToken::new(42)))
@@ -126,5 +145,27 @@ mod tests {
         assert!(before.woken.try_recv().is_err());
         assert!(after.woken.try_recv().is_err());
         assert_eq!(waiters.lock().len(), 2);
+    }
+
+    #[test]
+    fn a_wait_is_forgotten_however_its_call_ends() {
+        let waiters = LockWaiters::default();
+        // Cancelled halfway: the call's future, and its registration, are dropped unwoken.
+        let cancelled = waiters.register("m", LeaseId::new(7));
+        let never_existed = waiters.register("m", LeaseId::new(999));
+        assert_eq!(waiters.len(), 2);
+        drop((cancelled, never_existed));
+        assert_eq!(waiters.len(), 0);
+        assert!(waiters.lock().is_empty(), "no empty lists are left behind");
+
+        // Woken, then dropped: nothing is left either, and the wake-up was delivered.
+        let mut woken = waiters.register("m", LeaseId::new(7));
+        waiters.acquired("m", LeaseId::new(7), FencingToken::new(3));
+        assert_eq!(
+            woken.woken.try_recv(),
+            Ok(Wake::Acquired(FencingToken::new(3)))
+        );
+        drop(woken);
+        assert!(waiters.lock().is_empty());
     }
 }

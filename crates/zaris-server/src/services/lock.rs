@@ -15,7 +15,7 @@ use super::NodeContext;
 use crate::auth::caller_of;
 use crate::config::{MAX_LOCK_LIST, MAX_LOCK_WAIT_MS, MAX_LOCK_WAITERS_LISTED};
 use crate::convert;
-use crate::locks::{Registration, Wake};
+use crate::locks::Wake;
 
 #[derive(Clone, Debug)]
 pub struct LockService(pub NodeContext);
@@ -59,23 +59,12 @@ impl Lock for LockService {
         let wait_ms = convert::lock::lock_wait_ms(&request, MAX_LOCK_WAIT_MS)?;
         let (name, lease) = (request.name.clone(), request.lease);
         let acquire = convert::lock::lock_request(request, &self.0.limits()?)?;
-        // Register before proposing: the hand-over may apply right after our own entry.
-        let registration =
+        // Register before proposing: the hand-over may apply right after our own entry. The
+        // registration forgets the wait when dropped, on every way out of this call, a client
+        // that cancels it halfway included.
+        let mut registration =
             (wait_ms > 0).then(|| self.0.waiters.register(&name, LeaseId::new(lease)));
-        let forget = |registration: &Option<Registration>| {
-            if let Some(registration) = registration {
-                self.0
-                    .waiters
-                    .forget(&name, LeaseId::new(lease), registration.id);
-            }
-        };
-        let reply = match self.0.propose_as(&caller, acquire).await {
-            Ok(reply) => reply,
-            Err(error) => {
-                forget(&registration);
-                return Err(error.into());
-            }
-        };
+        let reply = self.0.propose_as(&caller, acquire).await?;
         let queued = matches!(
             reply.response,
             Ok(Outcome::Lock(LockOutcome::Queued { .. }))
@@ -83,13 +72,12 @@ impl Lock for LockService {
         let answer =
             convert::lock::lock_response(self.0.proposer.header(reply.revision), reply.response)?;
         if !queued {
-            forget(&registration);
             return Ok(Response::new(answer));
         }
-        let Some(registration) = registration else {
+        let Some(registration) = registration.as_mut() else {
             return Ok(Response::new(self.queued(&name, lease, answer)));
         };
-        let wait = tokio::time::timeout(Duration::from_millis(wait_ms), registration.woken);
+        let wait = tokio::time::timeout(Duration::from_millis(wait_ms), &mut registration.woken);
         let wake = tokio::select! {
             _ = self.0.shutdown.cancelled() => None,
             woken = wait => woken.ok().and_then(Result::ok),
@@ -106,12 +94,7 @@ impl Lock for LockService {
             })),
             // Timed out (or stopping): the lease stays queued and gets the lock in turn; the
             // caller calls Lock again to wait more, or Unlock to withdraw.
-            None => {
-                self.0
-                    .waiters
-                    .forget(&name, LeaseId::new(lease), registration.id);
-                Ok(Response::new(self.queued(&name, lease, answer)))
-            }
+            None => Ok(Response::new(self.queued(&name, lease, answer))),
         }
     }
 
