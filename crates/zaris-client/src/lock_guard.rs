@@ -1,7 +1,7 @@
 //! [`LockGuard`]: a held lock with its fencing token, taken by a [`Lease`].
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::keepalive::ExpiredReason;
 use crate::kv::{DeleteOptions, Fence, PutOptions};
 use crate::lease_handle::Lease;
-use crate::queue_place::{Holding, QueuePlace};
+use crate::queue_place::{Claim, Holding, QueuePlace};
 
 /// One Lock call blocks at most this long on the server before the client asks again (below the
 /// cluster's `max_lock_wait_ms`; a long wait is a chain of these).
@@ -40,6 +40,9 @@ pub struct LockGuard {
     released: AtomicBool,
     /// This guard's share of the lease's claim on the lock (see `queue_place`).
     holding: Mutex<Option<Holding>>,
+    /// That claim, shared with the lease's other guards of the lock: one of them releasing it
+    /// ends this one too (they hold the same token).
+    claim: Arc<Claim>,
 }
 
 impl Lease {
@@ -157,6 +160,7 @@ impl Lease {
             name,
             token,
             released: AtomicBool::new(false),
+            claim: holding.claim(),
             holding: Mutex::new(Some(holding)),
         };
         // Granted, but the lease can no longer be proven held: the lock is useless to us. The
@@ -226,11 +230,14 @@ impl LockGuard {
         }
     }
 
-    /// True while the lock is certainly held: not released, no fenced write refused, and the lease
-    /// valid. A lease revoked by someone else is noticed at its next renewal (within TTL/3), or
-    /// at once by a refused fenced write.
+    /// True while the lock is certainly held: not released (by this guard or by another guard of
+    /// the same lease for the same lock, which holds the same token), no fenced write refused,
+    /// and the lease valid. A lease revoked by someone else is noticed at its next renewal
+    /// (within TTL/3), or at once by a refused fenced write.
     pub fn is_held(&self) -> bool {
-        !self.released.load(Ordering::Acquire) && self.lease.is_valid()
+        !self.released.load(Ordering::Acquire)
+            && !self.claim.has_ended(self.token)
+            && self.lease.is_valid()
     }
 
     /// Resolves when the lock is lost because its lease ended (or could no longer be proven alive).
@@ -314,6 +321,7 @@ impl LockGuard {
     /// No release is owed any more (released, or lost): this guard's share of the claim ends.
     fn mark_released(&self) {
         self.released.store(true, Ordering::Release);
+        self.claim.ended(self.token);
         if let Some(holding) = self.take_holding() {
             holding.released();
         }
@@ -332,7 +340,9 @@ impl Drop for LockGuard {
         let Some(holding) = self.take_holding() else {
             return;
         };
-        if self.released.load(Ordering::Acquire) {
+        // Released by this guard, or by another of the lease's with the same token: nothing to
+        // give back.
+        if self.released.load(Ordering::Acquire) || self.claim.has_ended(self.token) {
             holding.released();
             return;
         }

@@ -20,7 +20,7 @@
 //!   decided before a new wait began has reached the cluster before that wait's first Lock call.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::lock::{LockOutcome, UnlockOutcome};
@@ -36,9 +36,24 @@ pub(crate) struct Claim {
     turn: tokio::sync::Mutex<()>,
     waits: AtomicUsize,
     guards: AtomicUsize,
+    /// The highest token a guard of this lease released the lock with, or learned it had lost:
+    /// every guard of the lease holding that token or a lower one holds nothing (a lease that
+    /// locks again gets a higher token).
+    ended_through: AtomicU64,
 }
 
 impl Claim {
+    /// A guard of this lease released the lock held with `token`, or learned it lost it.
+    pub(crate) fn ended(&self, token: FencingToken) {
+        self.ended_through.fetch_max(token.get(), Ordering::SeqCst);
+    }
+
+    /// Whether the lock as held with `token` has been released or lost, by any guard of the
+    /// lease.
+    pub(crate) fn has_ended(&self, token: FencingToken) -> bool {
+        self.ended_through.load(Ordering::SeqCst) >= token.get()
+    }
+
     /// Nobody here waits for or holds the lock: a claim the cluster still has is unowned.
     fn unowned(&self) -> bool {
         self.waits.load(Ordering::SeqCst) == 0 && self.guards.load(Ordering::SeqCst) == 0
@@ -184,6 +199,11 @@ pub(crate) struct Holding {
 }
 
 impl Holding {
+    /// The claim this share is of.
+    pub(crate) fn claim(&self) -> Arc<Claim> {
+        self.claim.clone()
+    }
+
     /// The guard released the lock itself (or learned it lost it).
     pub(crate) fn released(self) {
         self.claim.guards.fetch_sub(1, Ordering::SeqCst);

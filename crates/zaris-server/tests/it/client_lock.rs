@@ -363,6 +363,43 @@ async fn a_dropped_guard_does_not_release_a_new_guard_of_the_same_lease() {
     cluster.shutdown().await;
 }
 
+/// The review of 2026-12-04: two guards of one lease for one lock hold the same token, so when
+/// one releases it the other holds nothing either, and must say so. A later lock of the lease
+/// gets a higher token and is held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_released_by_its_twin_of_the_same_lease_is_not_held() {
+    let cluster = TestCluster::start(1).await;
+    cluster.leader().await;
+    let client = cluster.client(&[1]).await;
+    let lease = client.lease(Duration::from_secs(30)).await.expect("lease");
+    let other = client.lease(Duration::from_secs(30)).await.expect("lease");
+    let first = lease.lock("twin").await.expect("lock");
+    let second = lease.lock("twin").await.expect("lock again");
+    assert_eq!(first.token(), second.token());
+    assert!(first.is_held() && second.is_held());
+
+    first.unlock().await.expect("unlock");
+    assert!(!second.is_held(), "its twin released the lock");
+    // Someone else takes it; the released twin's fenced write is refused by the store too.
+    let taken = other.lock("twin").await.expect("lock by another lease");
+    assert!(taken.token() > second.token());
+    assert!(matches!(
+        second.put("twin/k", "v", PutOptions::default()).await,
+        Err(Error::NotHeld { .. })
+    ));
+    drop(second);
+    let taken_token = taken.token();
+    taken.unlock().await.expect("unlock");
+
+    let again = lease.lock("twin").await.expect("lock once more");
+    assert!(again.token() > taken_token);
+    assert!(
+        again.is_held(),
+        "a new lock of the lease holds its new token"
+    );
+    cluster.shutdown().await;
+}
+
 /// The lock-name limit counts the election's hidden `election/` prefix; a name that is too long
 /// is refused in terms of the name the caller gave.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
