@@ -4,7 +4,7 @@
 //!
 //! The lease contract is untouched: the new leader, like any, extends every lease by one
 //! election timeout before it may expire one, and the old leader's lessor stops when it steps
-//! down (`observer.rs`).
+//! down (`lessor_task.rs`).
 
 use std::time::Duration;
 

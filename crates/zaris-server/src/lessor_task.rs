@@ -174,6 +174,14 @@ impl ExpiryLoop {
         }
     }
 
+    /// The term this node leads, by openraft's metrics; `None` while it is not the leader.
+    fn leading_term(&self) -> Option<u64> {
+        let metrics = self.proposer.raft().metrics();
+        let metrics = metrics.borrow_watched();
+        (metrics.state == ServerState::Leader && metrics.current_leader == Some(self.node_id))
+            .then_some(metrics.current_term)
+    }
+
     /// Proposes the expiry of every overdue lease, in batches. Returns the lessor time of the
     /// final check that found nothing (more) overdue, or `None` if a batch failed or was refused.
     async fn expire_due(&self) -> Option<InstantMs> {
@@ -185,6 +193,13 @@ impl ExpiryLoop {
             .min(self.expire_batch)
             .max(1);
         loop {
+            // A batch's reply comes when its entry applies, whatever this node is by then: it
+            // may have lost leadership and won it back in a later term meanwhile. The lessor
+            // hands out nothing more until the next tick has promoted it in the current term
+            // (after the read barrier and the extension), as the promotion rule says.
+            if self.leading_term() != self.lessor().primary_term() {
+                return None;
+            }
             let now = self.clock.now();
             let due = self.lessor().expired(now, max_batch);
             if due.is_empty() {
