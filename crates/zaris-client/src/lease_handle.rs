@@ -113,9 +113,9 @@ impl Client {
                 client: self.clone(),
                 id,
                 granted_ttl: ttl,
+                claims: Claims::new(shared.clone()),
                 shared,
                 closed: AtomicBool::new(false),
-                claims: Claims::default(),
             }),
         }
     }

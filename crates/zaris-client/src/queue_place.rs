@@ -18,21 +18,29 @@
 //!   exists owns it.
 //! - **Order**: starting a wait and giving a claim back take the claim's `turn`, so a withdrawal
 //!   decided before a new wait began has reached the cluster before that wait's first Lock call.
+//! - **The cluster may be out of reach** when the claim is abandoned: a give-back that fails is
+//!   tried again (the turn released in between) for as long as the lease may live.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::lock::{LockOutcome, UnlockOutcome};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use zaris_types::{FencingToken, LeaseId};
 
+use crate::backoff::{Backoff, jitter};
 use crate::client::{Client, unexpected};
 use crate::error::Error;
+use crate::keepalive::Shared;
 
 /// What this process has of one (lease, lock).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Claim {
+    /// The lease's keep-alive state: a claim is given back for as long as the lease may live.
+    lease: Arc<Shared>,
     turn: tokio::sync::Mutex<()>,
     waits: AtomicUsize,
     guards: AtomicUsize,
@@ -43,6 +51,23 @@ pub(crate) struct Claim {
 }
 
 impl Claim {
+    fn new(lease: Arc<Shared>) -> Self {
+        Claim {
+            lease,
+            turn: tokio::sync::Mutex::default(),
+            waits: AtomicUsize::new(0),
+            guards: AtomicUsize::new(0),
+            ended_through: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether the lease may still be alive in the cluster: not known lost, and its safe deadline
+    /// not passed (renewals move it on; past it, the keeper revokes the lease or the cluster
+    /// expires it, and the lock goes with it).
+    fn lease_may_live(&self) -> bool {
+        !self.lease.state().is_expired() && Instant::now() < self.lease.timing().safe_deadline()
+    }
+
     /// A guard of this lease released the lock held with `token`, or learned it lost it.
     pub(crate) fn ended(&self, token: FencingToken) {
         self.ended_through.fetch_max(token.get(), Ordering::SeqCst);
@@ -61,17 +86,35 @@ impl Claim {
 }
 
 /// A lease's claims, by lock name.
-#[derive(Debug, Default)]
-pub(crate) struct Claims(Mutex<BTreeMap<String, Arc<Claim>>>);
+#[derive(Debug)]
+pub(crate) struct Claims {
+    lease: Arc<Shared>,
+    by_name: Mutex<BTreeMap<String, Arc<Claim>>>,
+}
 
 impl Claims {
+    /// The claims of the lease whose keep-alive state is `lease`.
+    pub(crate) fn new(lease: Arc<Shared>) -> Self {
+        Claims {
+            lease,
+            by_name: Mutex::default(),
+        }
+    }
+
     fn get(&self, name: &str) -> Arc<Claim> {
-        let mut claims = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut claims = self.by_name.lock().unwrap_or_else(|p| p.into_inner());
         // Forget claims nobody refers to any more, so a lease that locks many names stays small.
         claims.retain(|_, claim| Arc::strong_count(claim) > 1);
-        claims.entry(name.to_owned()).or_default().clone()
+        claims
+            .entry(name.to_owned())
+            .or_insert_with(|| Arc::new(Claim::new(self.lease.clone())))
+            .clone()
     }
 }
+
+/// The first and the longest wait between attempts to give a claim back.
+const GIVE_BACK_RETRY_FIRST: Duration = Duration::from_millis(100);
+const GIVE_BACK_RETRY_MAX: Duration = Duration::from_secs(2);
 
 /// A Lock call running as its own task, so that dropping the waiter does not drop the call.
 type LockCall = JoinHandle<Result<LockOutcome, Error>>;
@@ -254,59 +297,96 @@ impl GiveBack {
         self.give_back_if_unowned(token).await;
         let Some(call) = in_flight else { return };
         // The call's answer comes after its LockAcquire applied: if it left the lease queued or
-        // holding, that happened after the withdrawal above, so give the claim back again.
+        // holding, that happened after the withdrawal above, so give the claim back again. So
+        // too after an answer that does not say (an indeterminate failure: an earlier attempt
+        // of the call may have applied); only a definite answer that placed nothing is spared.
         let answer = call.await;
-        let placed = matches!(
-            &answer,
-            Ok(Ok(LockOutcome::Held { .. } | LockOutcome::Queued { .. }))
-        );
-        if placed {
+        let placed_nothing = match &answer {
+            Ok(Ok(outcome)) => !matches!(
+                outcome,
+                LockOutcome::Held { .. } | LockOutcome::Queued { .. }
+            ),
+            Ok(Err(err)) => err.is_definite(),
+            Err(_joined) => false,
+        };
+        if !placed_nothing {
             self.give_back_if_unowned(None).await;
         }
     }
 
     /// Withdraws the lease from the queue (or releases the lock with `token`, or with the token
     /// the withdrawal reports if the lock was handed over meanwhile), unless a wait or guard of
-    /// this process for the lock exists now: it owns the claim.
+    /// this process for the lock exists now: it owns the claim. A failed attempt (the cluster
+    /// unreachable for a while, say) is tried again, with backoff, for as long as the lease may
+    /// live: a lease left queued would get the lock in turn and hold it with no guard.
     async fn give_back_if_unowned(&self, token: Option<FencingToken>) {
-        let _turn = self.claim.turn.lock().await;
-        if !self.claim.unowned() {
-            return;
-        }
-        let result = async {
-            let token = match token {
-                Some(token) => Some(token),
-                None => match self
-                    .client
-                    .unlock(self.name.clone(), self.lease, FencingToken::NONE)
-                    .await?
-                {
-                    UnlockOutcome::HeldNow { token } => Some(token),
-                    _ => None,
-                },
+        let mut backoff = Backoff::new(GIVE_BACK_RETRY_FIRST, GIVE_BACK_RETRY_MAX);
+        loop {
+            let err = {
+                let _turn = self.claim.turn.lock().await;
+                if !self.claim.unowned() {
+                    return;
+                }
+                match self.give_back(token).await {
+                    Ok(()) => {
+                        tracing::debug!(
+                            lease_id = self.lease.get(),
+                            lock = %self.name,
+                            "gave back an abandoned claim on a lock"
+                        );
+                        return;
+                    }
+                    Err(err) => err,
+                }
             };
-            if let Some(token) = token {
-                // Held: release it, fenced by its token.
-                let _released = self
-                    .client
-                    .unlock(self.name.clone(), self.lease, token)
-                    .await?;
+            // Only a cluster out of reach, or an answer lost, is worth another attempt; a refusal
+            // (the lease has ended, say, and the cluster gave its claims back with it) is final.
+            let unreached = matches!(
+                err,
+                Error::DeadlineExhausted { .. } | Error::Unreachable { .. }
+            ) || !err.is_definite();
+            if !unreached || !self.claim.lease_may_live() {
+                tracing::debug!(
+                    lease_id = self.lease.get(),
+                    lock = %self.name,
+                    error = %err,
+                    "not giving back a claim on a lock: refused, or the lease is past its safe \
+                     deadline and ends with it"
+                );
+                return;
             }
-            Ok::<_, Error>(())
-        }
-        .await;
-        match result {
-            Ok(()) => tracing::debug!(
-                lease_id = self.lease.get(),
-                lock = %self.name,
-                "gave back an abandoned claim on a lock"
-            ),
-            Err(err) => tracing::debug!(
+            let delay = jitter(backoff.next_delay());
+            tracing::debug!(
                 lease_id = self.lease.get(),
                 lock = %self.name,
                 error = %err,
-                "giving back an abandoned claim on a lock failed"
-            ),
+                ?delay,
+                "giving back an abandoned claim on a lock failed; trying again"
+            );
+            tokio::time::sleep(delay).await;
         }
+    }
+
+    /// One attempt of [`Self::give_back_if_unowned`].
+    async fn give_back(&self, token: Option<FencingToken>) -> Result<(), Error> {
+        let token = match token {
+            Some(token) => Some(token),
+            None => match self
+                .client
+                .unlock(self.name.clone(), self.lease, FencingToken::NONE)
+                .await?
+            {
+                UnlockOutcome::HeldNow { token } => Some(token),
+                _ => None,
+            },
+        };
+        if let Some(token) = token {
+            // Held: release it, fenced by its token.
+            let _released = self
+                .client
+                .unlock(self.name.clone(), self.lease, token)
+                .await?;
+        }
+        Ok(())
     }
 }

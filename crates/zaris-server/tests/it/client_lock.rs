@@ -286,6 +286,35 @@ async fn dropped_lock_waits_and_campaigns_give_their_queue_places_back() {
     cluster.shutdown().await;
 }
 
+/// The review of 2026-12-04: a claim abandoned while the cluster is out of reach (a guard
+/// dropped, or a wait given up) was given back with one attempt, which failed, and never again:
+/// once the cluster was back, the lease (alive, kept by its keeper) held the lock with no guard
+/// until it ended. The give-back now tries again for as long as the lease may live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_dropped_while_the_cluster_is_down_releases_the_lock_once_it_is_up() {
+    let mut cluster = TestCluster::start(1).await;
+    cluster.leader().await;
+    cluster.set_client_options(
+        zaris_client::ClientOptions::default().with_timeout(Duration::from_millis(800)),
+    );
+    let client = cluster.client(&[1]).await;
+    let lease = client.lease(Duration::from_secs(60)).await.expect("lease");
+    let guard = lease.lock("down").await.expect("lock");
+
+    cluster.stop(1).await;
+    drop(guard);
+    // Long enough for the release's first attempts to fail (each within the client's 0.8 s).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    cluster.restart(1).await;
+    cluster.leader().await;
+
+    wait_for_queue(&client, "down", None, 0).await;
+    assert!(lease.is_valid(), "the lease itself lives on");
+    let other = client.lease(Duration::from_secs(60)).await.expect("lease");
+    assert!(other.try_lock("down").await.expect("try_lock").is_some());
+    cluster.shutdown().await;
+}
+
 /// Issue 9, hole 3: a wait dropped after the lock was handed to it (the answer HELD was on its
 /// way) must release the lock, not keep it with no guard.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
