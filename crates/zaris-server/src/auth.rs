@@ -355,17 +355,19 @@ impl NodeContext {
     }
 
     /// After a read barrier: the "not found" answer for a lease `request` uses that is still
-    /// missing, if one is. A retry whose first attempt applied is proposed as it is: the
-    /// de-duplication table answers it, whatever became of the lease since.
+    /// missing, if one is. A retry the de-duplication table answers is proposed as it is,
+    /// whatever became of the lease since: one whose first attempt it remembers, and one it may
+    /// have forgotten (its refusal says the first attempt may have applied; "not found" would
+    /// say, wrongly, that nothing did).
     fn missing_lease_reply(
         &self,
         caller: &Caller,
         request: &Request,
     ) -> Result<Option<Reply>, ApiError> {
-        let remembered = request
+        let answered = request
             .request_id
-            .is_some_and(|id| self.state.read(|d| d.state.remembered(&id).is_some()));
-        if remembered {
+            .is_some_and(|id| self.state.read(|d| d.state.answered_without_applying(&id)));
+        if answered {
             return Ok(None);
         }
         let unknown = self.authorize(caller, request)?;

@@ -690,6 +690,13 @@ impl State {
         self.dedup.get(id)
     }
 
+    /// Whether the de-duplication table answers a request with this id without applying it: with
+    /// its remembered response, with the revision it applied at, or with a refusal because it may
+    /// have applied and been forgotten.
+    pub fn answered_without_applying(&self, id: &crate::types::RequestId) -> bool {
+        self.dedup.answer(id).is_some()
+    }
+
     /// The de-duplication table's bounds at work: entries, charged bytes, and the highest
     /// revision whose request id may have been forgotten.
     pub fn dedup_usage(&self) -> (usize, u64, Revision) {

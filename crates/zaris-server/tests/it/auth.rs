@@ -421,6 +421,84 @@ async fn tenants_cannot_touch_each_others_leases_keys_or_locks_and_an_admin_can(
     cluster.shutdown().await;
 }
 
+/// The review of 2026-12-04: with auth on, the retry of a write bound to a lease, after the lease
+/// ended and the table forgot the write's id, was answered LEASE_NOT_FOUND by the access check's
+/// lease lookup (a definite "not applied"), though its first attempt applied. It is proposed
+/// instead, and the table refuses it as REQUEST_ID_FORGOTTEN: the first attempt may have applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_retry_bound_to_an_ended_lease_whose_id_was_evicted_is_refused_as_forgotten() {
+    let cluster = TestCluster::start_configured(1, |c| c.limits.dedup_capacity = 2).await;
+    let leader = cluster.leader().await;
+    let open = cluster.client(&[leader]).await;
+    let root = add_user(&open, "root", true).await;
+    let token_a = add_user(&open, "a", false).await;
+    let admin = Client::lazy(
+        [cluster.address(leader)],
+        options().with_token(root.clone()),
+    )
+    .expect("client");
+    admin
+        .auth_change(Change::Enable(AuthEnable {}))
+        .await
+        .expect("enable");
+    let a = Client::lazy(
+        [cluster.address(leader)],
+        options().with_token(token_a.clone()),
+    )
+    .expect("client");
+    let lease = a.grant(Duration::from_secs(60)).await.expect("grant");
+    let seen = a
+        .put("a/before", "x", PutOptions::default())
+        .await
+        .expect("put")
+        .revision;
+
+    let mut kv = KvClient::connect(format!("http://{}", cluster.address(leader)))
+        .await
+        .expect("connect");
+    let write = PutRequest {
+        key: b"a/bound".to_vec(),
+        value: b"1".to_vec(),
+        lease: lease.id.get(),
+        request_id: Some(zaris_client::proto::RequestId {
+            client_id: 79,
+            seq: 1,
+            seen_revision: seen.get(),
+        }),
+        ..PutRequest::default()
+    };
+    let as_a = |write: &PutRequest| {
+        let mut request = tonic::Request::new(write.clone());
+        request.metadata_mut().insert(
+            "authorization",
+            format!("Bearer {}", token_a.expose())
+                .parse()
+                .expect("ascii"),
+        );
+        request
+    };
+    kv.put(as_a(&write)).await.expect("first attempt");
+    assert!(matches!(
+        a.revoke(lease.id).await.expect("revoke"),
+        Revocation::Revoked { .. }
+    ));
+    // Two other identified writes evict the first id from a table of two.
+    for _ in 0..2 {
+        a.put("a/other", "y", PutOptions::default())
+            .await
+            .expect("put");
+    }
+    let status = kv
+        .put(as_a(&write))
+        .await
+        .expect_err("the retry must be refused");
+    let detail = zaris_proto::try_detail(&status)
+        .expect("detail")
+        .expect("a Zaris detail");
+    assert_eq!(detail.code(), ErrorCode::RequestIdForgotten, "{detail:?}");
+    cluster.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_certificate_names_its_user() {
     let dir = tempfile::tempdir().expect("tempdir");
