@@ -65,8 +65,7 @@ impl LockWaiters {
     }
 
     /// Waits registered and not yet woken or forgotten.
-    #[cfg(test)]
-    fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.lock().values().map(Vec::len).sum()
     }
 

@@ -82,6 +82,8 @@ pub struct NodeHandle {
     election_timeout: Duration,
     leader_contact: Arc<LeaderContact>,
     dead_leader: Arc<DeadLeaderCheck>,
+    /// The Lock calls waiting here for their turn.
+    lock_waits: Arc<LockWaiters>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 }
@@ -259,7 +261,7 @@ impl Node {
             state: state.clone(),
             lessor: lessor.clone(),
             clock: clock.clone(),
-            waiters,
+            waiters: waiters.clone(),
             renewals,
             watch_hub,
             tasks: tracker.clone(),
@@ -453,6 +455,7 @@ impl Node {
             election_timeout: Duration::from_millis(config.election_timeout_ms),
             leader_contact,
             dead_leader,
+            lock_waits: waiters,
             shutdown,
             tracker,
         };
@@ -639,6 +642,12 @@ async fn report_gauges(state: StateHandle, shutdown: CancellationToken) {
 impl NodeHandle {
     pub fn raft(&self) -> &Raft {
         &self.raft
+    }
+
+    /// How many Lock calls wait on this node for their turn (each ends answered, timed out or
+    /// cancelled by its client, and is then forgotten).
+    pub fn lock_waits(&self) -> usize {
+        self.lock_waits.len()
     }
 
     /// Before a planned stop: if this node leads, hands leadership to the voter that has

@@ -315,6 +315,45 @@ async fn a_guard_dropped_while_the_cluster_is_down_releases_the_lock_once_it_is_
     cluster.shutdown().await;
 }
 
+/// The review of 2026-12-04: a Lock call cancelled by its client while it waited left its wait
+/// registered on the node until its lease ended (for good, for a lease that never existed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_call_cancelled_while_it_waits_leaves_no_wait_behind() {
+    use zaris_client::proto::LockRequest;
+    use zaris_client::proto::lock_client::LockClient;
+
+    let cluster = TestCluster::start(1).await;
+    let leader = cluster.leader().await;
+    let client = cluster.client(&[leader]).await;
+    let holder = client.lease(Duration::from_secs(60)).await.expect("lease");
+    let _held = holder.lock("busy").await.expect("lock");
+    let waiter = client.grant(Duration::from_secs(60)).await.expect("grant");
+    let mut raw = LockClient::connect(format!("http://{}", cluster.address(leader)))
+        .await
+        .expect("connect");
+    let call = raw.lock(LockRequest {
+        name: "busy".into(),
+        lease: waiter.id.get(),
+        wait: true,
+        timeout_ms: 60_000,
+    });
+    // Cancelled by the client while the node waits (the stream is reset).
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), call)
+            .await
+            .is_err(),
+        "the lock is held: the call must still be waiting"
+    );
+    eventually(
+        "the cancelled waits to be forgotten",
+        Duration::from_secs(10),
+        || async { (cluster.node(leader).lock_waits() == 0).then_some(()) },
+    )
+    .await;
+    assert_eq!(client.lock_status("busy").await.expect("status").waiters, 1);
+    cluster.shutdown().await;
+}
+
 /// Issue 9, hole 3: a wait dropped after the lock was handed to it (the answer HELD was on its
 /// way) must release the lock, not keep it with no guard.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
