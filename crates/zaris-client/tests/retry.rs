@@ -385,6 +385,22 @@ async fn dead_address() -> String {
     }
 }
 
+/// A member whose de-duplication table has forgotten every id up to revision 500 (see
+/// [`Behavior::Forgetful`]) and whose responses name `revision`.
+async fn forgetful(lose: u32, advance: u64, revision: u64) -> (FakeMember, String) {
+    let (member, address) = start(
+        1,
+        Behavior::Forgetful {
+            forgotten_through: 500,
+            lose,
+            advance,
+        },
+    )
+    .await;
+    member.state().revision = revision;
+    (member, address)
+}
+
 fn fast_options() -> ClientOptions {
     ClientOptions::default()
         .with_backoff(Duration::from_millis(5), Duration::from_millis(20))
@@ -529,15 +545,7 @@ async fn resends_an_indeterminate_write_with_the_same_request_id() {
 /// resent as issued after what was forgotten, but only when no earlier attempt can have applied.
 #[tokio::test]
 async fn a_first_attempt_refused_as_forgotten_is_resent_seen_revision_what_was_forgotten() {
-    let (member, address) = start(
-        1,
-        Behavior::Forgetful {
-            forgotten_through: 500,
-            lose: 0,
-            advance: 0,
-        },
-    )
-    .await;
+    let (member, address) = forgetful(0, 0, 7).await;
     let client = client(&[&address], fast_options()).await;
     let response = client.put("k", "v", PutOptions::default()).await;
     assert!(response.is_ok(), "{response:?}");
@@ -556,16 +564,7 @@ async fn a_first_attempt_refused_as_forgotten_is_resent_seen_revision_what_was_f
 /// applied now instead, well above what the table forgot.
 #[tokio::test]
 async fn a_resend_refused_as_forgotten_is_issued_after_a_revision_committed_now() {
-    let (member, address) = start(
-        1,
-        Behavior::Forgetful {
-            forgotten_through: 500,
-            lose: 0,
-            advance: 10,
-        },
-    )
-    .await;
-    member.state().revision = 2_000;
+    let (member, address) = forgetful(0, 10, 2_000).await;
     let client = client(&[&address], fast_options()).await;
     let response = client.put("k", "v", PutOptions::default()).await;
     assert!(response.is_ok(), "{response:?}");
@@ -579,15 +578,7 @@ async fn a_resend_refused_as_forgotten_is_issued_after_a_revision_committed_now(
 /// client's deadline, and says that nothing was applied.
 #[tokio::test]
 async fn a_resend_refused_again_and_again_ends_at_the_deadline_as_not_applied() {
-    let (member, address) = start(
-        1,
-        Behavior::Forgetful {
-            forgotten_through: 500,
-            lose: 0,
-            advance: 1_000_000,
-        },
-    )
-    .await;
+    let (member, address) = forgetful(0, 1_000_000, 7).await;
     let options = fast_options().with_timeout(Duration::from_millis(300));
     let client = client(&[&address], options).await;
     let started = std::time::Instant::now();
@@ -610,16 +601,7 @@ async fn a_resend_refused_again_and_again_ends_at_the_deadline_as_not_applied() 
 /// dated revision 0, which a cluster that ever forgot a request id refuses.
 #[tokio::test]
 async fn a_connected_client_issues_its_first_write_after_the_revision_it_dialed() {
-    let (member, address) = start(
-        1,
-        Behavior::Forgetful {
-            forgotten_through: 500,
-            lose: 0,
-            advance: 0,
-        },
-    )
-    .await;
-    member.state().revision = 2_000;
+    let (member, address) = forgetful(0, 0, 2_000).await;
     let client = match Client::connect_with([address.as_str()], fast_options()).await {
         Ok(client) => client,
         Err(err) => panic!("connect: {err}"),
@@ -633,15 +615,7 @@ async fn a_connected_client_issues_its_first_write_after_the_revision_it_dialed(
 
 #[tokio::test]
 async fn a_retry_refused_as_forgotten_after_an_indeterminate_attempt_is_indeterminate() {
-    let (member, address) = start(
-        1,
-        Behavior::Forgetful {
-            forgotten_through: 500,
-            lose: 1,
-            advance: 0,
-        },
-    )
-    .await;
+    let (member, address) = forgetful(1, 0, 7).await;
     let client = client(&[&address], fast_options()).await;
     let err = match client.put("k", "v", PutOptions::default()).await {
         Ok(response) => panic!("a possibly applied write was resent as new: {response:?}"),
