@@ -167,6 +167,11 @@ pub(crate) struct CallSpec {
     /// Extra time the call and each attempt may take on top of [`ClientOptions::timeout`] (a wait
     /// the caller asked for).
     pub(crate) extra_wait: Duration,
+    /// The request's id was made for this call, so a REQUEST_ID_FORGOTTEN with no earlier attempt
+    /// of this call that may have applied means no attempt ever did, and the request may be
+    /// re-dated and sent again. False for an id the caller supplied: it may be the retry of an
+    /// earlier call that applied.
+    pub(crate) id_made_here: bool,
 }
 
 impl CallSpec {
@@ -177,6 +182,7 @@ impl CallSpec {
             retry_indeterminate: true,
             whole_budget_attempt: false,
             extra_wait: Duration::ZERO,
+            id_made_here: true,
         }
     }
 
@@ -188,6 +194,7 @@ impl CallSpec {
             retry_indeterminate: false,
             whole_budget_attempt: true,
             extra_wait: Duration::ZERO,
+            id_made_here: true,
         }
     }
 
@@ -200,6 +207,12 @@ impl CallSpec {
 
     pub(crate) const fn with_extra_wait(mut self, wait: Duration) -> Self {
         self.extra_wait = wait;
+        self
+    }
+
+    /// The request carries an id the caller supplied (see [`CallSpec::id_made_here`]).
+    pub(crate) const fn with_callers_id(mut self) -> Self {
+        self.id_made_here = false;
         self
     }
 }
@@ -541,14 +554,23 @@ impl Client {
                 Ok(Err(status)) => RpcError::from_status(&status, target.authority.clone()),
                 Err(_elapsed) => RpcError::timed_out(timeout, target.authority.clone()),
             };
-            if !maybe_applied && let Some(forgotten_through) = forgotten(&err) {
+            if spec.id_made_here
+                && !maybe_applied
+                && let Some(forgotten_through) = forgotten(&err)
+            {
                 // The de-duplication table refused the request because it may have forgotten
                 // an earlier attempt. No earlier attempt can have been applied, so this one is
                 // the first to reach the log: send it again as issued after a revision committed
                 // now. Not merely after `forgotten_through`: under a steady write load the table
                 // forgets more while the resend travels, and would refuse it again, round after
                 // round, until the deadline.
-                let committed = self.applied_revision(&target, timeout).await.unwrap_or(0);
+                let left = deadline
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1));
+                let committed = self
+                    .applied_revision(&target, timeout.min(left))
+                    .await
+                    .unwrap_or(0);
                 let reissued_at = forgotten_through
                     .max(committed)
                     .max(self.seen_revision().get());

@@ -261,7 +261,8 @@ impl Client {
             prefix: options.prefix,
             prev_kv: options.prev_kv,
             guard: options.guard.map(pb::Guard::from),
-            request_id: Some(self.next_request_id()),
+            // Made by delete_range, as its own: re-dated if refused as forgotten.
+            request_id: None,
             ..DeleteRangeRequest::default()
         };
         self.delete_range(request).await
@@ -269,16 +270,18 @@ impl Client {
 
     /// Sends a DeleteRange as given (for a `range_end`), adding a request id if it has none.
     pub async fn delete_range(&self, mut request: DeleteRangeRequest) -> Result<Deleted, Error> {
-        if request.request_id.is_none() {
+        let spec = CallSpec::idempotent("DeleteRange");
+        let spec = if request.request_id.is_none() {
             request.request_id = Some(self.next_request_id());
-        }
+            spec
+        } else {
+            spec.with_callers_id()
+        };
         let guard = request.guard.clone();
         let response = self
-            .call(
-                CallSpec::idempotent("DeleteRange"),
-                request,
-                |channel, req| async move { KvClient::new(channel).delete_range(req).await },
-            )
+            .call(spec, request, |channel, req| async move {
+                KvClient::new(channel).delete_range(req).await
+            })
             .await?;
         match DeleteResult::try_from(response.result) {
             Ok(DeleteResult::Ok) => Ok(Deleted {
@@ -299,17 +302,19 @@ impl Client {
     /// [`Error::NotHeld`] and a Put naming a missing lease [`Error::LeaseNotFound`] (nothing was
     /// applied then).
     pub async fn txn(&self, mut request: TxnRequest) -> Result<TxnOutcome, Error> {
-        if request.request_id.is_none() {
+        let spec = CallSpec::idempotent("Txn");
+        let spec = if request.request_id.is_none() {
             request.request_id = Some(self.next_request_id());
-        }
+            spec
+        } else {
+            spec.with_callers_id()
+        };
         let guard = request.guard.clone();
         let lease = sole_lease(&request);
         let response = self
-            .call(
-                CallSpec::idempotent("Txn"),
-                request,
-                |channel, req| async move { KvClient::new(channel).txn(req).await },
-            )
+            .call(spec, request, |channel, req| async move {
+                KvClient::new(channel).txn(req).await
+            })
             .await?;
         let succeeded = match TxnResult::try_from(response.result) {
             Ok(TxnResult::CompareSucceeded) => true,

@@ -341,10 +341,12 @@ impl GiveBack {
             };
             // Only a cluster out of reach, or an answer lost, is worth another attempt; a refusal
             // (the lease has ended, say, and the cluster gave its claims back with it) is final.
-            let unreached = matches!(
-                err,
-                Error::DeadlineExhausted { .. } | Error::Unreachable { .. }
-            ) || !err.is_definite();
+            let unreached = match &err {
+                Error::DeadlineExhausted { .. } | Error::Unreachable { .. } => true,
+                Error::Rpc(_) => !err.is_definite(),
+                // Another cluster, or an answer we cannot read: no retry would change that.
+                _ => false,
+            };
             if !unreached || !self.claim.lease_may_live() {
                 tracing::debug!(
                     lease_id = self.lease.get(),

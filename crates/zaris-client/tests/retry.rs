@@ -183,9 +183,16 @@ impl Kv for FakeMember {
 
     async fn delete_range(
         &self,
-        _: Request<DeleteRangeRequest>,
+        request: Request<DeleteRangeRequest>,
     ) -> Result<Response<DeleteRangeResponse>, Status> {
-        Err(Status::unimplemented("fake"))
+        // Counted with the puts: the de-duplication behaviors treat every write alike.
+        self.state().put_ids.push(request.get_ref().request_id);
+        self.admit()?;
+        Ok(Response::new(DeleteRangeResponse {
+            header: self.header(),
+            result: DeleteResult::Ok.into(),
+            ..DeleteRangeResponse::default()
+        }))
     }
 
     async fn txn(&self, _: Request<TxnRequest>) -> Result<Response<TxnResponse>, Status> {
@@ -611,6 +618,40 @@ async fn a_connected_client_issues_its_first_write_after_the_revision_it_dialed(
     let ids = member.state().put_ids.clone();
     assert_eq!(ids.len(), 1, "refused first: {ids:?}");
     assert_eq!(ids[0].map(|id| id.seen_revision), Some(2_000));
+}
+
+/// The review of this stop's fixes: an id the caller supplies may be its retry of an earlier call
+/// that applied (that call failed as indeterminate). Refused as forgotten, it is never re-dated
+/// and sent again: the refusal goes back to the caller. An id the call made itself is.
+#[tokio::test]
+async fn a_callers_own_request_id_refused_as_forgotten_is_not_resent() {
+    let (member, address) = forgetful(0, 0, 2_000).await;
+    let client = client(&[&address], fast_options()).await;
+    let theirs = RequestId {
+        client_id: client.client_id(),
+        seq: 99,
+        seen_revision: 0,
+    };
+    let err = match client
+        .delete_range(DeleteRangeRequest {
+            key: b"k".to_vec(),
+            request_id: Some(theirs),
+            ..DeleteRangeRequest::default()
+        })
+        .await
+    {
+        Ok(deleted) => panic!("a possibly applied write was sent again: {deleted:?}"),
+        Err(err) => err,
+    };
+    assert_eq!(err.error_code(), Some(ErrorCode::RequestIdForgotten));
+    assert_eq!(member.state().put_ids, vec![Some(theirs)], "sent once");
+
+    // The convenience call makes its own id: re-dated after the refusal, and applied.
+    let deleted = client.delete("k", Default::default()).await;
+    assert!(deleted.is_ok(), "{deleted:?}");
+    let ids = member.state().put_ids.clone();
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    assert_eq!(ids[2].map(|id| id.seen_revision), Some(2_000));
 }
 
 #[tokio::test]
