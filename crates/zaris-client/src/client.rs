@@ -10,7 +10,9 @@ use tokio::time::Instant;
 use tonic::Status;
 use tonic::transport::Channel;
 use zaris_proto::v1::cluster_client::ClusterClient;
-use zaris_proto::v1::{ErrorCode, Outcome, RequestId, ResponseHeader, StatusRequest};
+use zaris_proto::v1::{
+    ErrorCode, Outcome, RequestId, ResponseHeader, StatusRequest, StatusResponse,
+};
 use zaris_types::Revision;
 
 use crate::ClientTls;
@@ -378,16 +380,7 @@ impl Client {
         let mut last = None;
         for _ in 0..endpoints.len() {
             let target = endpoints.pick();
-            let mut request = tonic::Request::new(StatusRequest {});
-            request.set_timeout(timeout);
-            self.authorize(&mut request);
-            let attempt = tokio::time::timeout(timeout, async {
-                ClusterClient::new(target.channel.clone())
-                    .status(request)
-                    .await
-            })
-            .await;
-            let err = match attempt {
+            let err = match self.status_at(&target, timeout).await {
                 Ok(Ok(response)) => {
                     let status = response.into_inner();
                     self.check_cluster(&status, &target)?;
@@ -638,19 +631,30 @@ impl Client {
     /// The revision the member at `target` has applied (so committed), from a Status; `None` if
     /// it does not answer in `timeout` or answers for another cluster.
     async fn applied_revision(&self, target: &Target, timeout: Duration) -> Option<u64> {
+        let status = self
+            .status_at(target, timeout)
+            .await
+            .ok()?
+            .ok()?
+            .into_inner();
+        self.check_cluster(&status, target).ok()?;
+        status.header.map(|header| header.revision)
+    }
+
+    /// One Status call to the member at `target`, within `timeout`.
+    async fn status_at(
+        &self,
+        target: &Target,
+        timeout: Duration,
+    ) -> Result<Result<tonic::Response<StatusResponse>, Status>, tokio::time::error::Elapsed> {
         let mut request = tonic::Request::new(StatusRequest {});
         request.set_timeout(timeout);
         self.authorize(&mut request);
-        let status = tokio::time::timeout(
+        tokio::time::timeout(
             timeout,
             ClusterClient::new(target.channel.clone()).status(request),
         )
         .await
-        .ok()?
-        .ok()?
-        .into_inner();
-        self.check_cluster(&status, target).ok()?;
-        status.header.map(|header| header.revision)
     }
 
     /// Remembers the first cluster id seen, and refuses answers from any other cluster; notes

@@ -152,6 +152,12 @@ impl Shared {
     pub(crate) fn state(&self) -> LeaseState {
         *self.state.borrow()
     }
+
+    /// True while the lease is certainly held: before the safe deadline, and not reported lost.
+    /// Checked against the clock on every call, not only when the background task wakes.
+    pub(crate) fn is_valid(&self) -> bool {
+        !self.state().is_expired() && Instant::now() < self.timing().safe_deadline()
+    }
 }
 
 /// Messages from handles to the task.

@@ -144,8 +144,7 @@ impl Lease {
     /// True while the lease is certainly held: before the safe deadline, and not reported lost.
     /// Checked against the clock on every call, not only when the background task wakes.
     pub fn is_valid(&self) -> bool {
-        !self.inner.shared.state().is_expired()
-            && Instant::now() < self.inner.shared.timing().safe_deadline()
+        self.inner.shared.is_valid()
     }
 
     /// The moment until which the lease is certainly held, as of the last acknowledged renewal.

@@ -28,7 +28,6 @@ use std::time::Duration;
 
 use crate::lock::{LockOutcome, UnlockOutcome};
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 use zaris_types::{FencingToken, LeaseId};
 
 use crate::backoff::{Backoff, jitter};
@@ -59,13 +58,6 @@ impl Claim {
             guards: AtomicUsize::new(0),
             ended_through: AtomicU64::new(0),
         }
-    }
-
-    /// Whether the lease may still be alive in the cluster: not known lost, and its safe deadline
-    /// not passed (renewals move it on; past it, the keeper revokes the lease or the cluster
-    /// expires it, and the lock goes with it).
-    fn lease_may_live(&self) -> bool {
-        !self.lease.state().is_expired() && Instant::now() < self.lease.timing().safe_deadline()
     }
 
     /// A guard of this lease released the lock held with `token`, or learned it lost it.
@@ -347,7 +339,9 @@ impl GiveBack {
                 // Another cluster, or an answer we cannot read: no retry would change that.
                 _ => false,
             };
-            if !unreached || !self.claim.lease_may_live() {
+            // Past the lease's safe deadline the keeper revokes the lease or the cluster expires
+            // it, and the lock goes with it.
+            if !unreached || !self.claim.lease.is_valid() {
                 tracing::debug!(
                     lease_id = self.lease.get(),
                     lock = %self.name,

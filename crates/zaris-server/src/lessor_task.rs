@@ -4,13 +4,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use openraft::ServerState;
 use openraft::async_runtime::WatchReceiver;
+use openraft::{RaftMetrics, ServerState};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 use zaris_core::{Command, DurationMs, InstantMs, Lessor, Limits, Outcome, Request};
-use zaris_raft::StateHandle;
+use zaris_raft::{StateHandle, TypeConfig};
 
 use crate::clock::Clock;
 use crate::metrics as m;
@@ -67,16 +67,17 @@ impl ExpiryLoop {
                 _ = tick.tick() => {}
             }
             // Clone at once: the metrics guard must never be held across an await.
-            let (state, term, leader) = {
+            let (term, leader, led) = {
                 let metrics = raft.metrics().borrow_watched().clone();
-                (metrics.state, metrics.current_term, metrics.current_leader)
+                let led = term_led(&metrics, self.node_id);
+                (metrics.current_term, metrics.current_leader, led)
             };
             if leader != last_leader {
                 metrics::counter!(m::LEADER_CHANGES).increment(1);
                 last_leader = leader;
             }
             metrics::gauge!(m::RAFT_TERM).set(term as f64);
-            let leading = state == ServerState::Leader && leader == Some(self.node_id);
+            let leading = led.is_some();
             metrics::gauge!(m::IS_RAFT_LEADER).set(if leading { 1.0 } else { 0.0 });
             if !leading {
                 if self.lessor().is_primary() {
@@ -174,12 +175,12 @@ impl ExpiryLoop {
         }
     }
 
-    /// The term this node leads, by openraft's metrics; `None` while it is not the leader.
+    /// The term this node leads, by openraft's metrics now; `None` while it is not the leader.
     fn leading_term(&self) -> Option<u64> {
-        let metrics = self.proposer.raft().metrics();
-        let metrics = metrics.borrow_watched();
-        (metrics.state == ServerState::Leader && metrics.current_leader == Some(self.node_id))
-            .then_some(metrics.current_term)
+        term_led(
+            &self.proposer.raft().metrics().borrow_watched(),
+            self.node_id,
+        )
     }
 
     /// Proposes the expiry of every overdue lease, in batches. Returns the lessor time of the
@@ -274,4 +275,10 @@ impl ExpiryLoop {
             }
         }
     }
+}
+
+/// The term `node_id` leads by `metrics`; `None` while it is not the leader.
+fn term_led(metrics: &RaftMetrics<TypeConfig>, node_id: u64) -> Option<u64> {
+    (metrics.state == ServerState::Leader && metrics.current_leader == Some(node_id))
+        .then_some(metrics.current_term)
 }
