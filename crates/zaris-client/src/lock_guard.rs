@@ -230,13 +230,13 @@ impl LockGuard {
         }
     }
 
-    /// True while the lock is certainly held: not released (by this guard or by another guard of
-    /// the same lease for the same lock, which holds the same token), no fenced write refused,
-    /// and the lease valid. A lease revoked by someone else is noticed at its next renewal
+    /// True while the lock is certainly held: no release sent (by this guard or by another guard
+    /// of the same lease for the same lock, which holds the same token; answered or not), no
+    /// fenced write refused, and the lease valid. A lease revoked by someone else is noticed at its next renewal
     /// (within TTL/3), or at once by a refused fenced write.
     pub fn is_held(&self) -> bool {
         !self.released.load(Ordering::Acquire)
-            && !self.claim.has_ended(self.token)
+            && !self.claim.may_be_released(self.token)
             && self.lease.is_valid()
     }
 
@@ -289,6 +289,9 @@ impl LockGuard {
     /// otherwise). The next waiter gets it with a higher token.
     pub async fn unlock(self) -> Result<(), Error> {
         // If the call fails, the guard is dropped unreleased and releases in the background.
+        // From now on no guard of this lease with this token is certainly held: the release may
+        // apply even if its answer is lost.
+        self.claim.releasing(self.token);
         let outcome = self
             .lease
             .client()

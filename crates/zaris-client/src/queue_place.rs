@@ -20,11 +20,19 @@
 //!   decided before a new wait began has reached the cluster before that wait's first Lock call.
 //! - **The cluster may be out of reach** when the claim is abandoned: a give-back that fails is
 //!   tried again (the turn released in between) for as long as the lease may live.
+//! - **A release whose answer was lost may apply late**, when a new leader commits it. Until
+//!   then the lease holds the lock with that token, and a new wait of the lease is answered with
+//!   the same token, which the late release would free under the new guard. So the claim
+//!   remembers the tokens a release was sent for, and a wait handed one of them finishes that
+//!   release (answered this time: once the lease no longer holds that token, a late copy frees
+//!   nothing) and asks again, getting a higher token.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::lock::{LockOutcome, UnlockOutcome};
 use tokio::task::JoinHandle;
@@ -47,6 +55,11 @@ pub(crate) struct Claim {
     /// every guard of the lease holding that token or a lower one holds nothing (a lease that
     /// locks again gets a higher token).
     ended_through: AtomicU64,
+    /// The highest token a release was sent with (by a guard, or by a give-back), answered or
+    /// not. A release whose answer was lost may still apply later; until one is answered, the
+    /// lease may hold the lock with that token, and a new wait of the lease would be handed the
+    /// same token back, which the late release would then free under its guard.
+    release_sent_through: AtomicU64,
 }
 
 impl Claim {
@@ -57,7 +70,21 @@ impl Claim {
             waits: AtomicUsize::new(0),
             guards: AtomicUsize::new(0),
             ended_through: AtomicU64::new(0),
+            release_sent_through: AtomicU64::new(0),
         }
+    }
+
+    /// A release of the lock held with `token` is about to be sent.
+    pub(crate) fn releasing(&self, token: FencingToken) {
+        self.release_sent_through
+            .fetch_max(token.get(), Ordering::SeqCst);
+    }
+
+    /// Whether a release of the lock as held with `token` was sent, by any guard of the lease
+    /// or by a give-back, whether or not it was answered: a guard with that token no longer
+    /// certainly holds the lock.
+    pub(crate) fn may_be_released(&self, token: FencingToken) -> bool {
+        self.has_ended(token) || self.release_sent_through.load(Ordering::SeqCst) >= token.get()
     }
 
     /// A guard of this lease released the lock held with `token`, or learned it lost it.
@@ -155,8 +182,25 @@ impl QueuePlace {
         timeout: std::time::Duration,
     ) -> Result<LockOutcome, Error> {
         let (client, name, lease) = (self.client.clone(), self.name.clone(), self.lease);
+        let claim = self.claim.clone();
         let call = self.in_flight.insert(tokio::spawn(async move {
-            client.lock(name, lease, wait, timeout).await
+            let deadline = Instant::now().checked_add(timeout);
+            loop {
+                let left =
+                    deadline.map_or(timeout, |at| at.saturating_duration_since(Instant::now()));
+                match client.lock(name.clone(), lease, wait, left).await? {
+                    // The lease still holds the lock with a token it sent a release for (a
+                    // dropped guard's, say) that has not applied yet, or whose answer was lost:
+                    // that release may still apply, and would free the lock under a guard made
+                    // with this token. Finish it, so the token can never hold again, and ask
+                    // anew: the lease then gets a higher token, or waits.
+                    LockOutcome::Held { token } if claim.may_be_released(token) => {
+                        let _released = client.unlock(name.clone(), lease, token).await?;
+                        claim.ended(token);
+                    }
+                    outcome => return Ok(outcome),
+                }
+            }
         }));
         let answer = call.await;
         self.in_flight = None;
@@ -200,6 +244,17 @@ impl QueuePlace {
             .await?;
         drop(turn);
         match outcome {
+            // Handed over meanwhile, but with a token a release was sent for (see `call`): not
+            // a lock to keep; release it for good.
+            UnlockOutcome::HeldNow { token } if self.claim.may_be_released(token) => {
+                let _released = self
+                    .client
+                    .unlock(self.name.clone(), self.lease, token)
+                    .await?;
+                self.claim.ended(token);
+                self.keep();
+                Ok(None)
+            }
             UnlockOutcome::HeldNow { token } => Ok(Some((token, self.hold()))),
             UnlockOutcome::Withdrawn | UnlockOutcome::NotHolder => {
                 self.keep();
@@ -378,10 +433,12 @@ impl GiveBack {
         };
         if let Some(token) = token {
             // Held: release it, fenced by its token.
+            self.claim.releasing(token);
             let _released = self
                 .client
                 .unlock(self.name.clone(), self.lease, token)
                 .await?;
+            self.claim.ended(token);
         }
         Ok(())
     }

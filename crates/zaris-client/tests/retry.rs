@@ -1,6 +1,6 @@
 //! The client's routing and retry rules, against in-process fake members that answer with
 //! scripted statuses (no Raft, no state machine): redirects, rotation, request-id reuse, outcome
-//! reporting, keepalive seq matching, cluster-id checks.
+//! reporting, keepalive seq matching, cluster-id checks, and a lock release whose answer is lost.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -14,6 +14,7 @@ use tonic::{Code, Request, Response, Status};
 use zaris_client::proto::cluster_server::{Cluster, ClusterServer};
 use zaris_client::proto::kv_server::{Kv, KvServer};
 use zaris_client::proto::lease_server::{Lease, LeaseServer};
+use zaris_client::proto::lock_server::{Lock, LockServer};
 use zaris_client::proto::*;
 use zaris_client::{Client, ClientOptions, Error, LeaseId, PutOptions, Renewed, Revision};
 
@@ -54,6 +55,14 @@ struct State {
     /// What Snapshot sends after its first message: the data chunks (the first message
     /// announces the length and SHA-256 of `SNAPSHOT_DATA`).
     snapshot_chunks: Vec<Vec<u8>>,
+    /// The one lock this member keeps, whatever its name: (holder lease, token).
+    lock: Option<(u64, u64)>,
+    /// While set, a release (an Unlock with a token) is answered LEADERSHIP_LOST and kept, not
+    /// applied, in `late_releases` (a leader deposed with the entry in its log, which a later
+    /// leader may still commit). The next Lock call clears it.
+    lose_releases: bool,
+    /// Releases lost so far, as (lease, token).
+    late_releases: Vec<(u64, u64)>,
 }
 
 /// The data a fake member's snapshot announces.
@@ -78,6 +87,15 @@ impl FakeMember {
 
     fn calls(&self) -> u32 {
         self.state().calls
+    }
+
+    /// Applies the releases answered as lost, as a new leader committing them late would.
+    fn commit_late_releases(&self) {
+        let mut state = self.state();
+        let late = std::mem::take(&mut state.late_releases);
+        for (lease, token) in late {
+            let _result = unlock_in(&mut state, lease, token);
+        }
     }
 
     fn header(&self) -> Option<ResponseHeader> {
@@ -145,6 +163,21 @@ impl FakeMember {
     }
 }
 
+/// An Unlock applied to the fake's lock: with token 0 a withdrawal (nobody ever waits here).
+fn unlock_in(state: &mut State, lease: u64, token: u64) -> (UnlockResult, u64) {
+    match state.lock {
+        Some((holder, held_with)) if holder == lease && token == 0 => {
+            (UnlockResult::Held, held_with)
+        }
+        Some((holder, held_with)) if holder == lease && held_with == token => {
+            state.lock = None;
+            state.revision += 1;
+            (UnlockResult::Released, 0)
+        }
+        _ => (UnlockResult::NotHolder, 0),
+    }
+}
+
 fn zaris_proto_not_leader(leader_id: u64, address: &str) -> Status {
     let mut detail = ErrorDetail::new(ErrorCode::NotLeader, Outcome::Definite, "not the leader");
     detail.raft_leader_id = leader_id;
@@ -208,9 +241,16 @@ impl Lease for FakeMember {
 
     async fn grant(
         &self,
-        _: Request<LeaseGrantRequest>,
+        request: Request<LeaseGrantRequest>,
     ) -> Result<Response<LeaseGrantResponse>, Status> {
-        Err(Status::unimplemented("fake"))
+        self.admit()?;
+        Ok(Response::new(LeaseGrantResponse {
+            header: self.header(),
+            result: GrantResult::Granted.into(),
+            id: 77,
+            ttl_ms: request.get_ref().ttl_ms,
+            next_free_id: 0,
+        }))
     }
 
     async fn revoke(
@@ -269,6 +309,83 @@ impl Lease for FakeMember {
         &self,
         _: Request<LeaseListRequest>,
     ) -> Result<Response<LeaseListResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+}
+
+#[tonic::async_trait]
+impl Lock for FakeMember {
+    async fn lock(&self, request: Request<LockRequest>) -> Result<Response<LockResponse>, Status> {
+        self.admit()?;
+        let lease = request.get_ref().lease;
+        let held = {
+            let mut state = self.state();
+            state.lose_releases = false;
+            match state.lock {
+                Some((holder, token)) if holder == lease => Ok(token),
+                Some((holder, _)) => Err(holder),
+                None => {
+                    state.revision += 1;
+                    let token = state.revision;
+                    state.lock = Some((lease, token));
+                    Ok(token)
+                }
+            }
+        };
+        let (result, token, holder_lease) = match held {
+            Ok(token) => (LockResult::Held, token, 0),
+            Err(holder) => (LockResult::Busy, 0, holder),
+        };
+        Ok(Response::new(LockResponse {
+            header: self.header(),
+            result: result.into(),
+            token,
+            holder_lease,
+            queue_position: 0,
+        }))
+    }
+
+    async fn unlock(
+        &self,
+        request: Request<UnlockRequest>,
+    ) -> Result<Response<UnlockResponse>, Status> {
+        self.admit()?;
+        let UnlockRequest { lease, token, .. } = request.into_inner();
+        let (result, token) = {
+            let mut state = self.state();
+            if token != 0 && state.lose_releases {
+                state.late_releases.push((lease, token));
+                None
+            } else {
+                Some(unlock_in(&mut state, lease, token))
+            }
+        }
+        .ok_or_else(|| {
+            ErrorDetail::new(
+                ErrorCode::LeadershipLost,
+                Outcome::Indeterminate,
+                "leadership lost before the entry committed",
+            )
+            .into_status()
+        })?;
+        Ok(Response::new(UnlockResponse {
+            header: self.header(),
+            result: result.into(),
+            token,
+        }))
+    }
+
+    async fn lock_status(
+        &self,
+        _: Request<LockStatusRequest>,
+    ) -> Result<Response<LockStatusResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn lock_list(
+        &self,
+        _: Request<LockListRequest>,
+    ) -> Result<Response<LockListResponse>, Status> {
         Err(Status::unimplemented("fake"))
     }
 }
@@ -362,6 +479,9 @@ async fn start(id: u64, behavior: Behavior) -> (FakeMember, String) {
             put_ids: Vec::new(),
             calls: 0,
             snapshot_chunks: vec![SNAPSHOT_DATA[..10].to_vec(), SNAPSHOT_DATA[10..].to_vec()],
+            lock: None,
+            lose_releases: false,
+            late_releases: Vec::new(),
         })),
     };
     let listener = match TcpListener::bind("127.0.0.1:0").await {
@@ -375,6 +495,7 @@ async fn start(id: u64, behavior: Behavior) -> (FakeMember, String) {
     let router = Server::builder()
         .add_service(KvServer::new(member.clone()))
         .add_service(LeaseServer::new(member.clone()))
+        .add_service(LockServer::new(member.clone()))
         .add_service(ClusterServer::new(member.clone()));
     tokio::spawn(router.serve_with_incoming(TcpListenerStream::new(listener)));
     (member, address)
@@ -833,4 +954,56 @@ async fn snapshot_follows_redirects_and_checks_what_arrives() {
             "{err}"
         );
     }
+}
+
+/// A dropped guard's release whose answer is lost may still apply later (a new leader commits
+/// it). Until then the lease holds the lock with that token, and a new wait of the same lease is
+/// answered with the same token; a guard made with it would be freed by the late release while
+/// `is_held()` said true. The client must finish that release first and take a new token.
+#[tokio::test]
+async fn a_lock_taken_again_while_its_release_is_in_doubt_gets_a_new_token() {
+    let (member, address) = start(1, Behavior::Leader).await;
+    let client = client(
+        &[&address],
+        fast_options().with_timeout(Duration::from_millis(300)),
+    )
+    .await;
+    let lease = match client.lease(Duration::from_secs(30)).await {
+        Ok(lease) => lease,
+        Err(err) => panic!("lease: {err}"),
+    };
+    let first = match lease.lock("job").await {
+        Ok(guard) => guard,
+        Err(err) => panic!("first lock: {err}"),
+    };
+    let first_token = first.token();
+
+    // The guard is dropped; its background release is answered as lost, again and again.
+    member.state().lose_releases = true;
+    drop(first);
+    let lost_one = tokio::time::timeout(Duration::from_secs(10), async {
+        while member.state().late_releases.is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert!(lost_one.is_ok(), "the dropped guard sent no release");
+
+    // The same lease locks again while that release is in doubt.
+    let second = match tokio::time::timeout(Duration::from_secs(10), lease.lock("job")).await {
+        Ok(Ok(guard)) => guard,
+        Ok(Err(err)) => panic!("second lock: {err}"),
+        Err(_) => panic!("the second lock did not finish in 10 s"),
+    };
+    assert!(
+        second.token() > first_token,
+        "the second guard got token {} back, whose release is in doubt (first {first_token})",
+        second.token()
+    );
+
+    // The lost release is committed late: it must not free the second guard's lock.
+    member.commit_late_releases();
+    assert!(second.is_held(), "the second guard should be held");
+    let holder = member.state().lock;
+    assert_eq!(holder, Some((77, second.token().get())));
 }
