@@ -80,6 +80,11 @@ impl Claim {
             .fetch_max(token.get(), Ordering::SeqCst);
     }
 
+    /// A release was sent whose token is not known to have ended.
+    fn release_in_doubt(&self) -> bool {
+        self.release_sent_through.load(Ordering::SeqCst) > self.ended_through.load(Ordering::SeqCst)
+    }
+
     /// Whether a release of the lock as held with `token` was sent, by any guard of the lease
     /// or by a give-back, whether or not it was answered: a guard with that token no longer
     /// certainly holds the lock.
@@ -122,8 +127,9 @@ impl Claims {
 
     fn get(&self, name: &str) -> Arc<Claim> {
         let mut claims = self.by_name.lock().unwrap_or_else(|p| p.into_inner());
-        // Forget claims nobody refers to any more, so a lease that locks many names stays small.
-        claims.retain(|_, claim| Arc::strong_count(claim) > 1);
+        // Forget claims nobody refers to any more, so a lease that locks many names stays small;
+        // but not one with a release in doubt, which a new wait must still see.
+        claims.retain(|_, claim| Arc::strong_count(claim) > 1 || claim.release_in_doubt());
         claims
             .entry(name.to_owned())
             .or_insert_with(|| Arc::new(Claim::new(self.lease.clone())))
