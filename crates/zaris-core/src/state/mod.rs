@@ -481,16 +481,29 @@ impl State {
                 key,
                 lease: id,
                 guard: g,
+                prev_kv,
                 ..
             } => {
-                auth.check_keys(caller, &KeySelector::Key(key.clone()), Need::Write)?;
+                let selector = KeySelector::Key(key.clone());
+                auth.check_keys(caller, &selector, Need::Write)?;
+                // The answer carries the value it replaced: reading it needs read too.
+                if *prev_kv {
+                    auth.check_keys(caller, &selector, Need::Read)?;
+                }
                 guard(g.as_ref())?;
                 lease(*id, LeaseUse::Bind)?;
             }
             Command::Delete {
-                selector, guard: g, ..
+                selector,
+                guard: g,
+                prev_kv,
+                ..
             } => {
                 auth.check_keys(caller, selector, Need::Write)?;
+                // The answer carries the pairs it deleted: reading them needs read too.
+                if *prev_kv {
+                    auth.check_keys(caller, selector, Need::Read)?;
+                }
                 guard(g.as_ref())?;
             }
             Command::Txn(txn) => {

@@ -108,6 +108,28 @@ pub enum OpShape {
     DeleteRange,
 }
 
+/// The keys of a Txn's puts that ask for the value they replace (`prev_kv`), in either branch.
+pub fn txn_prev_kv_keys<'a>(
+    command: &'a Command,
+    shape: &'a TxnShape,
+) -> impl Iterator<Item = &'a [u8]> + 'a {
+    let ops = match command {
+        Command::Txn(txn) => Some(
+            txn.success
+                .iter()
+                .zip(&shape.success)
+                .chain(txn.failure.iter().zip(&shape.failure)),
+        ),
+        _ => None,
+    };
+    ops.into_iter()
+        .flatten()
+        .filter_map(|(op, shape)| match (op, shape) {
+            (TxnOp::Put { key, .. }, OpShape::Put { prev_kv: true }) => Some(key.as_slice()),
+            _ => None,
+        })
+}
+
 /// A Txn, validated, with the shape its response must have.
 ///
 /// Nested operations: `guard` and `request_id` must be unset (the Txn's own cover them all); a

@@ -1,6 +1,7 @@
 //! Range, Put, DeleteRange, Txn.
 
 use tonic::{Request, Response, Status};
+use zaris_core::KeySelector;
 use zaris_core::auth::Need;
 use zaris_proto::v1::kv_server::Kv;
 use zaris_proto::v1::{
@@ -103,6 +104,13 @@ impl Kv for KvService {
         let caller = caller_of(&request);
         let (request, shape) =
             convert::kv::txn_request(request.into_inner(), &self.0.limits()?, MAX_RANGE_KEYS)?;
+        // A nested put's `prev_kv` (a shape the core command does not carry) answers the value
+        // it replaced: reading it needs read permission on the key, as a Range would.
+        self.0.check_access(|auth| {
+            convert::kv::txn_prev_kv_keys(&request.command, &shape).try_for_each(|key| {
+                auth.check_keys(&caller, &KeySelector::Key(key.to_vec()), Need::Read)
+            })
+        })?;
         let reply = self.0.propose_as(&caller, request).await?;
         let header = self.0.proposer.header(reply.revision);
         Ok(Response::new(convert::kv::txn_response(

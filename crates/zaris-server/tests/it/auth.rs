@@ -13,8 +13,8 @@ use zaris_client::proto::{
     ErrorCode, Permission, PermissionAccess, PermissionKind, PutRequest,
 };
 use zaris_client::{
-    BearerToken, Client, ClientOptions, Error, LeaseId, LockOutcome, PutOptions, RangeOptions,
-    Revocation,
+    BearerToken, Client, ClientOptions, DeleteOptions, Error, LeaseId, LockOutcome, PutOptions,
+    RangeOptions, Revocation,
 };
 use zaris_testkit::cluster::TestCluster;
 
@@ -496,6 +496,109 @@ async fn a_tenants_retry_bound_to_an_ended_lease_whose_id_was_evicted_is_refused
         .expect("detail")
         .expect("a Zaris detail");
     assert_eq!(detail.code(), ErrorCode::RequestIdForgotten, "{detail:?}");
+    cluster.shutdown().await;
+}
+
+/// A write answered with the values it replaced or deleted (`prev_kv`) reads them: a user who
+/// may only write the keys is refused it, as etcd refuses, in a Put, a DeleteRange and a Txn's
+/// put; the same writes without `prev_kv` apply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_only_user_cannot_read_values_back_through_prev_kv() {
+    use zaris_client::proto::{TxnOp, TxnRequest, txn_op::Op};
+
+    let cluster = TestCluster::start(1).await;
+    let leader = cluster.leader().await;
+    let open = cluster.client(&[leader]).await;
+    let root = add_user(&open, "root", true).await;
+    let writer = BearerToken::generate();
+    let changes = [
+        Change::UserAdd(AuthUserAdd {
+            name: "writer".into(),
+            token_sha256: writer.sha256().to_vec(),
+        }),
+        Change::RoleAdd(AuthRoleName {
+            name: "w-only".into(),
+        }),
+        Change::RoleGrant(AuthRolePermission {
+            role: "w-only".into(),
+            permission: Some(Permission {
+                kind: PermissionKind::Key.into(),
+                prefix: b"w/".to_vec(),
+                access: PermissionAccess::Write.into(),
+            }),
+        }),
+        Change::UserGrantRole(AuthUserRole {
+            name: "writer".into(),
+            role: "w-only".into(),
+        }),
+    ];
+    for change in changes {
+        open.auth_change(change).await.expect("auth change");
+    }
+    open.put("w/secret", "s3cret", PutOptions::default())
+        .await
+        .expect("put");
+    let as_one = |token: &BearerToken| {
+        Client::lazy(
+            [cluster.address(leader)],
+            options().with_token(token.clone()),
+        )
+        .expect("client")
+    };
+    let admin = as_one(&root);
+    admin
+        .auth_change(Change::Enable(AuthEnable {}))
+        .await
+        .expect("enable");
+    let w = as_one(&writer);
+
+    let reading = PutOptions {
+        prev_kv: true,
+        ..PutOptions::default()
+    };
+    assert_denied(
+        w.put("w/secret", "new", reading).await,
+        "put with prev_kv",
+        "read",
+    );
+    let deleting = DeleteOptions {
+        prefix: true,
+        prev_kv: true,
+        ..DeleteOptions::default()
+    };
+    assert_denied(
+        w.delete("w/", deleting).await,
+        "delete with prev_kv",
+        "read",
+    );
+    let txn_put = |prev_kv| TxnRequest {
+        success: vec![TxnOp {
+            op: Some(Op::Put(PutRequest {
+                key: b"w/secret".to_vec(),
+                value: b"txn".to_vec(),
+                prev_kv,
+                ..PutRequest::default()
+            })),
+        }],
+        ..TxnRequest::default()
+    };
+    assert_denied(w.txn(txn_put(true)).await, "txn put with prev_kv", "read");
+    // Nothing above applied; the same writes without prev_kv do.
+    let value = admin.get("w/secret").await.expect("get").map(|kv| kv.value);
+    assert_eq!(value.as_deref(), Some(&b"s3cret"[..]));
+    w.put("w/secret", "new", PutOptions::default())
+        .await
+        .expect("put without prev_kv");
+    w.txn(txn_put(false)).await.expect("txn without prev_kv");
+    w.delete(
+        "w/",
+        DeleteOptions {
+            prefix: true,
+            ..DeleteOptions::default()
+        },
+    )
+    .await
+    .expect("delete without prev_kv");
     cluster.shutdown().await;
 }
 
