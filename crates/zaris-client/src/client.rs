@@ -155,6 +155,11 @@ struct Inner {
     keepalive: Slot,
 }
 
+/// The largest response this client accepts, in bytes: what a member may send (a Range page or
+/// a transaction's reads, or one watch revision such as a prefix delete or a large expiry), not
+/// tonic's default of 4 MiB, which would refuse such an answer on every member alike.
+pub(crate) const MAX_RESPONSE_BYTES: usize = 512 * 1024 * 1024;
+
 /// How the retry loop may treat one kind of call.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CallSpec {

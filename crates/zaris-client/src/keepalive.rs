@@ -25,6 +25,7 @@ use zaris_proto::v1::{LeaseKeepAliveRequest, LeaseKeepAliveResponse};
 use zaris_types::LeaseId;
 
 use crate::client::Client;
+use crate::client::MAX_RESPONSE_BYTES;
 use crate::error::RpcError;
 use crate::routing::{Next, Router};
 
@@ -390,7 +391,8 @@ impl Task {
         let mut request = tonic::Request::new(ReceiverStream::new(receiver));
         self.client.authorize(&mut request);
         let future = async move {
-            let mut service = LeaseClient::new(channel);
+            let mut service =
+                LeaseClient::new(channel).max_decoding_message_size(MAX_RESPONSE_BYTES);
             let call = service.keep_alive(request);
             match tokio::time::timeout(limit, call).await {
                 Ok(Ok(response)) => Ok(response.into_inner()),

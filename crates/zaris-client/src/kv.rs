@@ -8,6 +8,7 @@ use zaris_proto::v1::{
 };
 use zaris_types::{FencingToken, LeaseId, Revision};
 
+use crate::client::MAX_RESPONSE_BYTES;
 use crate::client::{CallSpec, Client, header_revision, unexpected};
 use crate::error::Error;
 
@@ -192,7 +193,12 @@ impl Client {
             .call(
                 CallSpec::idempotent("Range"),
                 request,
-                |channel, req| async move { KvClient::new(channel).range(req).await },
+                |channel, req| async move {
+                    KvClient::new(channel)
+                        .max_decoding_message_size(MAX_RESPONSE_BYTES)
+                        .range(req)
+                        .await
+                },
             )
             .await?;
         Ok(Range {
@@ -232,7 +238,12 @@ impl Client {
             .call(
                 CallSpec::idempotent("Put"),
                 request,
-                |channel, req| async move { KvClient::new(channel).put(req).await },
+                |channel, req| async move {
+                    KvClient::new(channel)
+                        .max_decoding_message_size(MAX_RESPONSE_BYTES)
+                        .put(req)
+                        .await
+                },
             )
             .await?;
         match PutResult::try_from(response.result) {
@@ -280,7 +291,10 @@ impl Client {
         let guard = request.guard.clone();
         let response = self
             .call(spec, request, |channel, req| async move {
-                KvClient::new(channel).delete_range(req).await
+                KvClient::new(channel)
+                    .max_decoding_message_size(MAX_RESPONSE_BYTES)
+                    .delete_range(req)
+                    .await
             })
             .await?;
         match DeleteResult::try_from(response.result) {
@@ -313,7 +327,10 @@ impl Client {
         let lease = sole_lease(&request);
         let response = self
             .call(spec, request, |channel, req| async move {
-                KvClient::new(channel).txn(req).await
+                KvClient::new(channel)
+                    .max_decoding_message_size(MAX_RESPONSE_BYTES)
+                    .txn(req)
+                    .await
             })
             .await?;
         let succeeded = match TxnResult::try_from(response.result) {

@@ -15,6 +15,7 @@ use zaris_proto::v1::{
 };
 use zaris_types::{LeaseId, Revision};
 
+use crate::client::MAX_RESPONSE_BYTES;
 use crate::client::{CallSpec, Client, header_revision, millis, unexpected};
 use crate::error::Error;
 
@@ -239,7 +240,12 @@ impl Client {
             .call(
                 CallSpec::idempotent("Grant"),
                 request,
-                |channel, req| async move { LeaseClient::new(channel).grant(req).await },
+                |channel, req| async move {
+                    LeaseClient::new(channel)
+                        .max_decoding_message_size(MAX_RESPONSE_BYTES)
+                        .grant(req)
+                        .await
+                },
             )
             .await?;
         match GrantResult::try_from(response.result) {
@@ -268,7 +274,12 @@ impl Client {
             .call(
                 CallSpec::idempotent("Revoke"),
                 request,
-                |channel, req| async move { LeaseClient::new(channel).revoke(req).await },
+                |channel, req| async move {
+                    LeaseClient::new(channel)
+                        .max_decoding_message_size(MAX_RESPONSE_BYTES)
+                        .revoke(req)
+                        .await
+                },
             )
             .await?;
         match RevokeResult::try_from(response.result) {
@@ -308,7 +319,10 @@ impl Client {
                     let outbound = futures::stream::once(async move { message })
                         .chain(futures::stream::pending());
                     let request = tonic::Request::from_parts(metadata, extensions, outbound);
-                    let response = LeaseClient::new(channel).keep_alive(request).await?;
+                    let response = LeaseClient::new(channel)
+                        .max_decoding_message_size(MAX_RESPONSE_BYTES)
+                        .keep_alive(request)
+                        .await?;
                     let (metadata, mut inbound, extensions) = response.into_parts();
                     while let Some(ack) = inbound.message().await? {
                         if ack.seq == seq {
@@ -331,7 +345,12 @@ impl Client {
             .call(
                 CallSpec::idempotent("TimeToLive"),
                 request,
-                |channel, req| async move { LeaseClient::new(channel).time_to_live(req).await },
+                |channel, req| async move {
+                    LeaseClient::new(channel)
+                        .max_decoding_message_size(MAX_RESPONSE_BYTES)
+                        .time_to_live(req)
+                        .await
+                },
             )
             .await?;
         Ok(response.found.then(|| LeaseInfo {
@@ -360,7 +379,12 @@ impl Client {
             .call(
                 CallSpec::idempotent("Leases"),
                 request,
-                |channel, req| async move { LeaseClient::new(channel).leases(req).await },
+                |channel, req| async move {
+                    LeaseClient::new(channel)
+                        .max_decoding_message_size(MAX_RESPONSE_BYTES)
+                        .leases(req)
+                        .await
+                },
             )
             .await?;
         Ok(LeasePage {

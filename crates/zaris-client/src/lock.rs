@@ -8,6 +8,7 @@ use zaris_proto::v1::{
 };
 use zaris_types::{FencingToken, LeaseId, Revision};
 
+use crate::client::MAX_RESPONSE_BYTES;
 use crate::client::{CallSpec, Client, header_revision, millis, unexpected};
 use crate::error::Error;
 
@@ -123,7 +124,10 @@ impl Client {
         let spec = CallSpec::idempotent("Lock").with_extra_wait(timeout);
         let response = self
             .call(spec, request, |channel, req| async move {
-                LockClient::new(channel).lock(req).await
+                LockClient::new(channel)
+                    .max_decoding_message_size(MAX_RESPONSE_BYTES)
+                    .lock(req)
+                    .await
             })
             .await?;
         match LockResult::try_from(response.result) {
@@ -163,7 +167,12 @@ impl Client {
             .call(
                 CallSpec::idempotent("Unlock"),
                 request,
-                |channel, req| async move { LockClient::new(channel).unlock(req).await },
+                |channel, req| async move {
+                    LockClient::new(channel)
+                        .max_decoding_message_size(MAX_RESPONSE_BYTES)
+                        .unlock(req)
+                        .await
+                },
             )
             .await?;
         match UnlockResult::try_from(response.result) {
@@ -187,7 +196,12 @@ impl Client {
             .call(
                 CallSpec::idempotent("LockStatus"),
                 request,
-                |channel, req| async move { LockClient::new(channel).lock_status(req).await },
+                |channel, req| async move {
+                    LockClient::new(channel)
+                        .max_decoding_message_size(MAX_RESPONSE_BYTES)
+                        .lock_status(req)
+                        .await
+                },
             )
             .await?;
         Ok(LockStatus {
@@ -217,7 +231,12 @@ impl Client {
             .call(
                 CallSpec::idempotent("LockList"),
                 request,
-                |channel, req| async move { LockClient::new(channel).lock_list(req).await },
+                |channel, req| async move {
+                    LockClient::new(channel)
+                        .max_decoding_message_size(MAX_RESPONSE_BYTES)
+                        .lock_list(req)
+                        .await
+                },
             )
             .await?;
         Ok(LockPage {

@@ -16,6 +16,7 @@ use zaris_proto::v1::{
 use zaris_types::{LeaseId, Revision};
 
 use crate::client::Client;
+use crate::client::MAX_RESPONSE_BYTES;
 use crate::endpoint::Target;
 use crate::error::{Error, RpcError};
 use crate::kv::KeyValue;
@@ -330,7 +331,8 @@ impl WatchTask {
             let options = self.client.options();
             options.connect_timeout + options.attempt_timeout()
         };
-        let mut service = WatchClient::new(target.channel.clone());
+        let mut service =
+            WatchClient::new(target.channel.clone()).max_decoding_message_size(MAX_RESPONSE_BYTES);
         let mut request = tonic::Request::new(ReceiverStream::new(outbound));
         self.client.authorize(&mut request);
         let call = service.watch(request);

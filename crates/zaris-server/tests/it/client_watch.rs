@@ -185,3 +185,66 @@ async fn presence_reports_joins_and_how_members_leave() {
     assert!(group.members().await.expect("members").0.is_empty());
     cluster.shutdown().await;
 }
+
+/// A member may answer more than tonic's default 4 MiB (a Range page of large values, a watch
+/// revision deleting them, with their previous values): the client reads it, instead of failing
+/// the call on every member alike and ending the watch for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_larger_than_four_mib_reach_the_client() {
+    const VALUES: usize = 5;
+    let cluster = TestCluster::start(1).await;
+    cluster.leader().await;
+    let client = cluster.client(&[1]).await;
+    let value = vec![b'v'; 1024 * 1024];
+    for i in 0..VALUES {
+        client
+            .put(format!("big/{i}"), value.clone(), PutOptions::default())
+            .await
+            .expect("put");
+    }
+    let mut watcher = client
+        .watch(
+            "big/",
+            WatchOptions {
+                prev_kv: true,
+                ..WatchOptions::prefix()
+            },
+        )
+        .await
+        .expect("watch");
+
+    let page = client
+        .range(
+            "big/",
+            zaris_client::RangeOptions {
+                prefix: true,
+                ..zaris_client::RangeOptions::default()
+            },
+        )
+        .await
+        .expect("a 5 MiB range page");
+    assert_eq!(page.kvs.len(), VALUES);
+    assert!(page.kvs.iter().all(|kv| kv.value == value));
+
+    let deleted = client
+        .delete(
+            "big/",
+            zaris_client::DeleteOptions {
+                prefix: true,
+                ..zaris_client::DeleteOptions::default()
+            },
+        )
+        .await
+        .expect("delete");
+    assert_eq!(deleted.deleted, VALUES as u64);
+    for _ in 0..VALUES {
+        let event = tokio::time::timeout(WAIT, watcher.next())
+            .await
+            .expect("the delete's events arrive")
+            .expect("watch open")
+            .expect("event");
+        assert_eq!(event.kind, EventKind::Delete);
+        assert_eq!(event.prev_kv.map(|kv| kv.value), Some(value.clone()));
+    }
+    cluster.shutdown().await;
+}
