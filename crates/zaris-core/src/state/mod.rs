@@ -11,6 +11,8 @@ pub(crate) mod persistent;
 mod size;
 mod txn;
 
+pub use txn::{MAX_TXN_READ_BYTES, MAX_TXN_READ_KEYS};
+
 use std::collections::{BTreeSet, VecDeque};
 
 use imbl::{OrdMap, OrdSet};

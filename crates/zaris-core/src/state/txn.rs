@@ -4,7 +4,31 @@ use super::State;
 use super::kv::puts_by_lease;
 use crate::command::{Compare, CompareTarget, Txn, TxnOp};
 use crate::outcome::{Effects, OpResult, Outcome, Response};
-use crate::types::{LeaseId, Revision};
+use crate::types::{KeySelector, KeyValue, LeaseId, Revision};
+
+/// Most pairs all the reads of one Txn return together: the Range page size (the server refuses
+/// a Txn whose reads could ask for more). Every member applies the Txn and builds its answer, so
+/// an unbounded read would cost every member alike, again on each replay of the entry.
+pub const MAX_TXN_READ_KEYS: u64 = 10_000;
+/// Most bytes of keys and values all the reads of one Txn return together; a read that reaches
+/// it stops there (after the pair that crossed it) with `more` set, and later reads return
+/// nothing with `more` set if anything matches.
+pub const MAX_TXN_READ_BYTES: u64 = 64 * 1024 * 1024;
+
+/// What is left of a Txn's [`MAX_TXN_READ_KEYS`] and [`MAX_TXN_READ_BYTES`].
+struct ReadBudget {
+    keys: u64,
+    bytes: u64,
+}
+
+impl ReadBudget {
+    fn new() -> Self {
+        ReadBudget {
+            keys: MAX_TXN_READ_KEYS,
+            bytes: MAX_TXN_READ_BYTES,
+        }
+    }
+}
 
 impl State {
     pub(super) fn txn(&mut self, rev: Revision, txn: &Txn, fx: &mut Effects) -> Response {
@@ -36,6 +60,7 @@ impl State {
             .fold(0u64, u64::saturating_add);
         self.check_room(growth)?;
 
+        let mut reads = ReadBudget::new();
         let results = ops
             .iter()
             .map(|op| match op {
@@ -46,15 +71,36 @@ impl State {
                     deleted: self.delete(rev, selector, fx).len() as u64,
                 },
                 TxnOp::Get { selector, limit } => {
-                    let range = self.range(selector, *limit);
-                    OpResult::Got {
-                        kvs: range.kvs,
-                        more: range.more,
-                    }
+                    let (kvs, more) = self.read_within(selector, *limit, &mut reads);
+                    OpResult::Got { kvs, more }
                 }
             })
             .collect();
         Ok(Outcome::Txn { succeeded, results })
+    }
+
+    /// One read of a Txn: up to `limit` pairs (0: no limit of its own) and what is left of the
+    /// Txn's budget, whichever ends first, and whether more matched. It walks one pair past what
+    /// it returns, never the whole selection: a Txn reports no count.
+    fn read_within(
+        &self,
+        selector: &KeySelector,
+        limit: u32,
+        budget: &mut ReadBudget,
+    ) -> (Vec<KeyValue>, bool) {
+        let mut kvs = Vec::new();
+        let mut matching = self.select(selector).peekable();
+        while let Some((key, stored)) = matching.next_if(|_| {
+            (limit == 0 || kvs.len() < limit as usize) && budget.keys > 0 && budget.bytes > 0
+        }) {
+            budget.keys -= 1;
+            budget.bytes = budget
+                .bytes
+                .saturating_sub((key.len() + stored.value.len()) as u64);
+            kvs.push(stored.to_kv(key));
+        }
+        let more = matching.peek().is_some();
+        (kvs, more)
     }
 
     fn compare_holds(&self, compare: &Compare) -> bool {

@@ -831,6 +831,78 @@ fn compare(key: &str, target: CompareTarget, op: CompareOp) -> Compare {
     }
 }
 
+/// Every member applies a Txn and builds its answer: its reads share one budget of pairs
+/// (`MAX_TXN_READ_KEYS`) and bytes (`MAX_TXN_READ_BYTES`), however many ranges it holds, and a
+/// read that reaches it stops there with `more` set.
+#[test]
+fn a_txns_reads_together_stay_within_one_budget_of_pairs_and_bytes() {
+    use zaris_core::{MAX_TXN_READ_BYTES, MAX_TXN_READ_KEYS};
+
+    let mut log = Log::new(Limits::default());
+    // Values of 1 MiB: the byte budget ends the reads after 64 pairs.
+    let value = vec![b'v'; 1024 * 1024];
+    let big = (MAX_TXN_READ_BYTES / value.len() as u64) as usize + 10;
+    for i in 0..big {
+        log.apply(Command::Put {
+            key: format!("big/{i:04}").into_bytes(),
+            value: value.clone(),
+            lease: LeaseId::NONE,
+            guard: None,
+            prev_kv: false,
+        })
+        .expect("put");
+    }
+    let small = MAX_TXN_READ_KEYS as usize + 5;
+    for i in 0..small {
+        log.apply(put(&format!("small/{i:05}"), "x", LeaseId::NONE))
+            .expect("put");
+    }
+    let read = |prefix: &str| TxnOp::Get {
+        selector: KeySelector::Prefix(prefix.as_bytes().to_vec()),
+        limit: 0,
+    };
+    let mut got = |command| match log.apply(command) {
+        Ok(Outcome::Txn { results, .. }) => results
+            .into_iter()
+            .map(|result| match result {
+                OpResult::Got { kvs, more } => (kvs.len(), more),
+                other => panic!("not a read: {other:?}"),
+            })
+            .collect::<Vec<_>>(),
+        other => panic!("not a txn: {other:?}"),
+    };
+    let txn = |success| {
+        Command::Txn(Txn {
+            compares: vec![],
+            success,
+            failure: vec![],
+            guard: None,
+        })
+    };
+    // The byte budget: the pair that crosses it is the last returned, by this read and by any.
+    let by_bytes = got(txn(vec![read("big/"), read("big/"), read("nothing/")]));
+    let within = (MAX_TXN_READ_BYTES / value.len() as u64) as usize;
+    assert_eq!(by_bytes, vec![(within, true), (0, true), (0, false)]);
+    // The pair budget, shared by two reads of the same keys.
+    let by_pairs = got(txn(vec![read("small/"), read("small/")]));
+    assert_eq!(
+        by_pairs,
+        vec![(MAX_TXN_READ_KEYS as usize, true), (0, true)]
+    );
+    // A read's own limit ends it first, and says whether more matched.
+    let limited = got(txn(vec![
+        TxnOp::Get {
+            selector: KeySelector::Prefix(b"small/".to_vec()),
+            limit: 3,
+        },
+        TxnOp::Get {
+            selector: KeySelector::Prefix(b"small/0000".to_vec()),
+            limit: 10,
+        },
+    ]));
+    assert_eq!(limited, vec![(3, true), (10, false)]);
+}
+
 #[test]
 fn txn_picks_a_branch_from_its_compares() {
     let mut log = Log::new(Limits::default());
