@@ -381,7 +381,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         for key in keys.into_iter().rev() {
             self.log.remove(key).map_err(|e| io_err("truncate", e))?;
         }
-        Ok(())
+        // Durable before returning: openraft goes on as if it were (it installs a snapshot past
+        // the cut, or appends over it), and a log that came back whole after a crash could end
+        // in an older term past the snapshot, which openraft refuses to start from. Rare, so
+        // the fsync costs nothing that matters.
+        self.fsync().await
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {

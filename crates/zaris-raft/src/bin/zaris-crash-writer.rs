@@ -1,8 +1,12 @@
 //! Test support, not a product tool: appends to a Zaris Raft log in the directory given as its
-//! only argument until it is killed, printing `acked N` each time entries up to N were
+//! first argument until it is killed, printing `acked N` each time entries up to N were
 //! acknowledged as durable (openraft's IOFlushed callback fired). The crash test in
 //! `tests/it/crash.rs` kills it with SIGKILL mid-append and checks that every acknowledged entry
 //! survived.
+//!
+//! With a second argument `truncate`, it appends entries 1 to [`TRUNCATE_FROM`] + 29, truncates
+//! the log after [`TRUNCATE_FROM`] (as openraft does before installing a snapshot, or on a
+//! conflict), prints `truncated`, and waits to be killed.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -15,6 +19,9 @@ use zaris_raft::{Entry, NoopObserver, Proposal, TypeConfig};
 
 /// Entries per append.
 const BATCH: u64 = 8;
+
+/// Where the `truncate` mode cuts the log: the last entry it keeps.
+const TRUNCATE_FROM: u64 = 100;
 
 /// A 512-byte put at `index`, term 1, from node 1.
 fn entry(index: u64) -> Entry {
@@ -43,7 +50,12 @@ async fn main() -> ExitCode {
         eprintln!("usage: zaris-crash-writer DATA_DIR");
         return ExitCode::FAILURE;
     };
-    match write_until_killed(dir.as_ref()).await {
+    let run = match std::env::args().nth(2).as_deref() {
+        None => write_until_killed(dir.as_ref()).await,
+        Some("truncate") => truncate_then_wait(dir.as_ref()).await,
+        Some(other) => Err(format!("unknown mode {other:?}")),
+    };
+    match run {
         Ok(never) => match never {},
         Err(err) => {
             eprintln!("zaris-crash-writer: {err}");
@@ -72,4 +84,23 @@ async fn write_until_killed(dir: &std::path::Path) -> Result<std::convert::Infal
         next += BATCH;
         println!("acked {}", next - 1);
     }
+}
+
+async fn truncate_then_wait(dir: &std::path::Path) -> Result<std::convert::Infallible, String> {
+    let (mut log, _sm) = zaris_raft::open(dir, Arc::new(NoopObserver), Limits::default())
+        .await
+        .map_err(|e| format!("open: {e}"))?;
+    let (tx, rx) = TypeConfig::oneshot();
+    log.append((1..TRUNCATE_FROM + 30).map(entry), IOFlushed::signal(tx))
+        .await
+        .map_err(|e| format!("append: {e}"))?;
+    rx.await
+        .map_err(|e| format!("callback: {e}"))?
+        .map_err(|e| format!("flush: {e}"))?;
+    let kept = entry(TRUNCATE_FROM).log_id;
+    log.truncate_after(Some(kept))
+        .await
+        .map_err(|e| format!("truncate: {e}"))?;
+    println!("truncated");
+    std::future::pending().await
 }

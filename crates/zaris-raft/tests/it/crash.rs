@@ -83,3 +83,39 @@ async fn kill_during_write_loses_no_acknowledged_entry() {
         println!("crash round {round}: {acked} acknowledged entries, {last} on disk after kill -9");
     }
 }
+
+/// openraft truncates a follower's log before it installs a snapshot (or when an entry
+/// conflicts), then goes on as if the cut were durable: a log that came back whole after kill -9
+/// would end past the snapshot in an older term, and the node would refuse to start ("inverted
+/// log order"). So a truncation is durable when it returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncation_survives_kill_9_right_after_it_returns() {
+    const TRUNCATE_FROM: u64 = 100;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut writer = Killed(
+        Command::new(env!("CARGO_BIN_EXE_zaris-crash-writer"))
+            .arg(dir.path())
+            .arg("truncate")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn writer"),
+    );
+    let stdout = writer.0.stdout.take().expect("stdout");
+    let truncated = BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .any(|line| line == "truncated");
+    drop(writer); // SIGKILL, at once
+    assert!(truncated, "the writer never truncated");
+
+    let (mut log, _sm) = zaris_raft::open(dir.path(), Arc::new(NoopObserver), Limits::default())
+        .await
+        .expect("reopen after kill -9");
+    let state = log.get_log_state().await.expect("log state");
+    assert_eq!(
+        state.last_log_id.map(|l| l.index),
+        Some(TRUNCATE_FROM),
+        "the truncated entries came back after kill -9"
+    );
+}
