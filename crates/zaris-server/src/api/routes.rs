@@ -151,6 +151,10 @@ fn lease_id(text: &str) -> Result<u64, Refusal> {
     }
 }
 
+/// Most query parameters a request may carry: no route takes more than three, and the check for
+/// repeated names compares each with those before it.
+const MAX_QUERY_PARAMS: usize = 8;
+
 /// Query parameters, each at most once.
 struct Params(Vec<(String, String)>);
 
@@ -158,6 +162,11 @@ impl Params {
     fn parse(query: &str) -> Result<Params, Refusal> {
         let mut params: Vec<(String, String)> = Vec::new();
         for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+            if params.len() == MAX_QUERY_PARAMS {
+                return Err(Refusal::invalid(format!(
+                    "more than {MAX_QUERY_PARAMS} query parameters"
+                )));
+            }
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
             let (name, value) = (decode(name)?, decode(value)?);
             if params.iter().any(|(seen, _)| *seen == name) {
@@ -292,6 +301,14 @@ mod tests {
             assert!(message.contains(says), "{path}?{query}: {message}");
         };
         refused(false, "/api/v1/leasez", "", "no such API path");
+        let many: Vec<String> = (0..10_000).map(|i| format!("p{i}=1")).collect();
+        let many = many.join("&");
+        refused(
+            false,
+            "/api/v1/leases",
+            &many,
+            "more than 8 query parameters",
+        );
         refused(false, "/metrics", "", "no such API path");
         refused(false, "/api/v1/leases/0", "", "not a lease id");
         refused(false, "/api/v1/leases/-3", "", "not a lease id");
