@@ -109,6 +109,9 @@ pub struct NodeConfig {
     pub peer_tls: Option<TlsFiles>,
     /// Where to serve /metrics, /health and /ready over HTTP.
     pub http_listen: Option<SocketAddr>,
+    /// Host names the console and its JSON API answer for on `http_listen`, besides IP
+    /// addresses, `localhost` and this node's advertised name (`http::AllowedHosts`).
+    pub http_allowed_hosts: Vec<String>,
     /// Must be the same on every node of a cluster (they bound what apply accepts).
     pub limits: Limits,
     pub snapshot_entries: u64,
@@ -147,6 +150,7 @@ impl NodeConfig {
             client_tls: None,
             peer_tls: None,
             http_listen: None,
+            http_allowed_hosts: Vec::new(),
             limits: Limits::default(),
             snapshot_entries: DEFAULT_SNAPSHOT_ENTRIES,
             watch_history_max_events: WATCH_HISTORY_MAX_EVENTS,

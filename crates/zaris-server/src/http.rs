@@ -2,10 +2,13 @@
 //! (`/api/v1/...`, see `api/`).
 
 use std::future::IntoFuture;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::middleware::Next;
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
@@ -24,10 +27,11 @@ pub async fn serve(
     raft: Raft,
     health: Health,
     election_timeout: Duration,
+    allowed_hosts: AllowedHosts,
     shutdown: CancellationToken,
 ) {
     let live = health.clone();
-    let app = Router::new()
+    let console_and_api = Router::new()
         .route("/api/v1/events", {
             let api = api.clone();
             get(move |uri: Uri, headers: HeaderMap| {
@@ -54,6 +58,13 @@ pub async fn serve(
             "/console/app.css",
             get(|| async { console(CONSOLE_CSS, "text/css; charset=utf-8") }),
         )
+        .route_layer(axum::middleware::from_fn_with_state(
+            allowed_hosts,
+            check_host,
+        ));
+    // Probes and scrapes name the node however the operator set them up, and read no cluster
+    // data: they answer for any host.
+    let app = console_and_api
         .route("/metrics", get(metrics))
         .route(
             "/health",
@@ -162,6 +173,73 @@ fn events(api: &Api, uri: &Uri, headers: &HeaderMap) -> Response {
     }
 }
 
+/// The host names this listener serves the console and its API for, besides any IP address and
+/// `localhost`: the node's advertised name and those given with `--http-allowed-host`.
+///
+/// Why: a page of another site can have its own name resolve to this listener's address (DNS
+/// rebinding). Its requests are then same-origin for the browser, so the action header and the
+/// origin check let them through, but they name the attacker's host; refused here, the page
+/// can read and do nothing, even with auth off.
+#[derive(Clone, Debug, Default)]
+pub struct AllowedHosts(Arc<Vec<String>>);
+
+impl AllowedHosts {
+    pub fn new(names: impl IntoIterator<Item = String>) -> Self {
+        let mut names: Vec<String> = names
+            .into_iter()
+            .map(|name| name.trim_end_matches('.').to_ascii_lowercase())
+            .filter(|name| !name.is_empty())
+            .collect();
+        names.sort();
+        names.dedup();
+        AllowedHosts(Arc::new(names))
+    }
+
+    /// Whether a request whose `Host` header is `host` (`name[:port]`) may be answered.
+    pub fn allows(&self, host: &str) -> bool {
+        let name = host_name(host).trim_end_matches('.').to_ascii_lowercase();
+        name.parse::<std::net::IpAddr>().is_ok()
+            || name == "localhost"
+            || name.ends_with(".localhost")
+            || self.0.contains(&name)
+    }
+}
+
+/// The name or address of a `Host` header, without its port: `[::1]:80` → `::1`.
+fn host_name(host: &str) -> &str {
+    if let Some(bracketed) = host.strip_prefix('[') {
+        return bracketed.split_once(']').map_or(bracketed, |(ip, _)| ip);
+    }
+    match host.rsplit_once(':') {
+        // One colon: a port. More: an IPv6 address without brackets (no port).
+        Some((name, _port)) if !name.contains(':') => name,
+        _ => host,
+    }
+}
+
+async fn check_host(
+    State(allowed): State<AllowedHosts>,
+    request: axum::extract::Request,
+    next: Next,
+) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .map(|host| host.to_str().unwrap_or_default().to_owned());
+    match host {
+        Some(host) if !allowed.allows(&host) => json_reply(ApiReply::error(
+            403,
+            "PERMISSION_DENIED",
+            &format!(
+                "this listener does not serve the console for host {host:?}: use its IP address, \
+                 localhost or its advertised name, or allow the name with \
+                 --http-allowed-host (a page whose name only resolves here is refused)"
+            ),
+        )),
+        _ => next.run(request).await,
+    }
+}
+
 /// The header a POST must carry. A page of another site can make a browser send a plain POST
 /// (a form) but not one with a custom header, unless a CORS preflight allows it, which this
 /// server never does: so a site the operator visits cannot revoke leases through the console's
@@ -264,5 +342,38 @@ fn ready(raft: &Raft, health: &Health, election_timeout: Duration) -> (StatusCod
             StatusCode::SERVICE_UNAVAILABLE,
             "no Raft leader known\n".into(),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_console_answers_for_addresses_localhost_and_the_names_it_was_given() {
+        let allowed = AllowedHosts::new(["Zaris-1".to_owned(), "console.example.".to_owned()]);
+        for host in [
+            "127.0.0.1:9001",
+            "10.1.2.3",
+            "[::1]:9001",
+            "::1",
+            "localhost:9001",
+            "LOCALHOST",
+            "app.localhost:80",
+            "zaris-1:9001",
+            "console.example",
+            "console.example.:9001",
+        ] {
+            assert!(allowed.allows(host), "{host}");
+        }
+        for host in [
+            "evil.example:9001",
+            "zaris-1.evil.example",
+            "localhost.evil.example",
+            "127.0.0.1.nip.io:9001",
+            "",
+        ] {
+            assert!(!allowed.allows(host), "{host}");
+        }
     }
 }

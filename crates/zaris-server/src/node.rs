@@ -429,12 +429,19 @@ impl Node {
         let http_addr = match http_listener {
             Some(listener) => {
                 let http_addr = listener.local_addr().ok();
+                // The names this node is known by: its advertised client and peer hosts.
+                let advertised = [&advertise.addr, &advertise.peer_addr]
+                    .into_iter()
+                    .map(|address| crate::address::host(address).to_owned());
                 tracker.spawn(http::serve(
                     listener,
                     api,
                     raft.clone(),
                     health.clone(),
                     Duration::from_millis(config.election_timeout_ms),
+                    http::AllowedHosts::new(
+                        advertised.chain(config.http_allowed_hosts.iter().cloned()),
+                    ),
                     shutdown.clone(),
                 ));
                 http_addr

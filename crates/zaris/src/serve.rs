@@ -56,6 +56,17 @@ pub struct ServeArgs {
     /// Serve GET /metrics (Prometheus), /health and /ready on this address.
     #[arg(long, env = "ZARIS_HTTP")]
     http: Option<SocketAddr>,
+    /// Host names the console and its JSON API on --http answer for, besides IP addresses,
+    /// localhost and this node's advertised names (comma-separated, or the flag repeated); a
+    /// request naming any other host is refused, so a page whose own name was made to resolve
+    /// here (DNS rebinding) reads nothing.
+    #[arg(
+        long = "http-allowed-host",
+        env = "ZARIS_HTTP_ALLOWED_HOSTS",
+        value_delimiter = ',',
+        value_name = "NAME"
+    )]
+    http_allowed_hosts: Vec<String>,
     /// Upper bound of the Raft election timeout, ms. Default 1000.
     #[arg(long, env = "ZARIS_ELECTION_TIMEOUT_MS")]
     election_timeout_ms: Option<u64>,
@@ -135,6 +146,7 @@ struct FileConfig {
     initial_cluster: Option<String>,
     join: Option<bool>,
     http: Option<SocketAddr>,
+    http_allowed_hosts: Option<Vec<String>>,
     election_timeout_ms: Option<u64>,
     heartbeat_ms: Option<u64>,
     revoke_rate: Option<u32>,
@@ -254,6 +266,11 @@ pub(crate) fn build_config(args: &ServeArgs) -> anyhow::Result<(NodeConfig, Opti
     }
     config.join = args.join || file.join.unwrap_or(false);
     config.http_listen = args.http.or(file.http);
+    config.http_allowed_hosts = if args.http_allowed_hosts.is_empty() {
+        file.http_allowed_hosts.unwrap_or_default()
+    } else {
+        args.http_allowed_hosts.clone()
+    };
     if let Some(ms) = args.election_timeout_ms.or(file.election_timeout_ms) {
         config.election_timeout_ms = ms;
     }

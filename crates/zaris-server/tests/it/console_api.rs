@@ -402,3 +402,56 @@ async fn a_member_stops_while_an_event_feed_client_reads_nothing() {
         .expect("the member stops while a feed's client reads nothing");
     drop(socket);
 }
+
+/// The status of a GET naming `host` in its `Host` header.
+async fn status_for_host(addr: std::net::SocketAddr, path: &str, host: &str) -> u16 {
+    let mut socket = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    socket.write_all(request.as_bytes()).await.expect("write");
+    let mut response = String::new();
+    socket.read_to_string(&mut response).await.expect("read");
+    response
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status: {response}"))
+}
+
+/// DNS rebinding: a page whose own name was made to resolve to a member's address is
+/// same-origin for the browser, but names its own host. The console and its API answer only for
+/// addresses, localhost, the member's advertised names and the names allowed by configuration;
+/// probes and metrics for any.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_refuses_requests_naming_a_host_it_does_not_serve() {
+    let cluster = TestCluster::start_configured(1, |config| {
+        config.http_listen = Some("127.0.0.1:0".parse().expect("addr"));
+        config.http_allowed_hosts = vec!["console.example".into()];
+    })
+    .await;
+    cluster.leader().await;
+    let http = cluster.node(1).http_addr.expect("http address");
+    let port = http.port();
+    for path in ["/api/v1/node", "/api/v1/leases", "/", "/console/app.js"] {
+        for (host, status) in [
+            (format!("evil.example:{port}"), 403),
+            (format!("127.0.0.1.evil.example:{port}"), 403),
+            (format!("127.0.0.1:{port}"), 200),
+            (format!("localhost:{port}"), 200),
+            (format!("console.example:{port}"), 200),
+        ] {
+            assert_eq!(
+                status_for_host(http, path, &host).await,
+                status,
+                "GET {path} for host {host}"
+            );
+        }
+    }
+    let (status, body) = call(http, "GET", "/api/v1/node", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        status_for_host(http, "/metrics", &format!("evil.example:{port}")).await,
+        200,
+        "metrics answer for any host"
+    );
+    cluster.shutdown().await;
+}
