@@ -248,3 +248,45 @@ async fn answers_larger_than_four_mib_reach_the_client() {
     }
     cluster.shutdown().await;
 }
+
+/// A quiet watch on a busy cluster receives no events, yet must resume after its member dies:
+/// without learning how far it is complete (progress reports), it would resume from where it was
+/// created, which every member's history has left by then, and end COMPACTED though it missed
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_watch_on_a_busy_cluster_resumes_after_its_member_dies() {
+    let mut cluster = TestCluster::start_configured(3, |config| {
+        config.watch_history_max_events = 10;
+    })
+    .await;
+    let leader = cluster.leader().await;
+    // The watcher starts on the leader (its first call caches it) and knows every member.
+    let watching = cluster.client(&[leader, 1, 2, 3]).await;
+    watching.status().await.expect("status");
+    let mut watcher = watching
+        .watch("quiet", WatchOptions::default())
+        .await
+        .expect("watch");
+    let writer = cluster.client(&[1, 2, 3]).await;
+    for i in 0..200 {
+        writer
+            .put(format!("busy/{i:03}"), "x", PutOptions::default())
+            .await
+            .expect("put");
+    }
+    // Long enough for the watch to have asked how far it is complete.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    cluster.stop(leader).await;
+    writer
+        .put("quiet", "at last", PutOptions::default())
+        .await
+        .expect("put");
+    let event = tokio::time::timeout(WAIT, watcher.next())
+        .await
+        .expect("the event arrives")
+        .expect("watch open")
+        .expect("not COMPACTED: the watch missed nothing");
+    assert_eq!(event.key(), b"quiet");
+    assert_eq!(event.kv.value, b"at last");
+    cluster.shutdown().await;
+}
