@@ -255,6 +255,7 @@ impl Node {
         } else {
             renewals
         };
+        let leader_contact = LeaderContact::new();
         let context = NodeContext {
             node_id,
             proposer: proposer.clone(),
@@ -268,6 +269,7 @@ impl Node {
             shutdown: shutdown.clone(),
             faults: faults.clone(),
             election_timeout: DurationMs::new(config.election_timeout_ms),
+            leader_contact: leader_contact.clone(),
         };
 
         let stats = Arc::new(crate::stats::Stats::new(
@@ -299,7 +301,6 @@ impl Node {
         ));
         // The Raft service stamps each leader contact; a follower calls the election promptly
         // when the leader falls silent (`prompt_election.rs`).
-        let leader_contact = LeaderContact::new();
         let dead_leader = DeadLeaderCheck::new(
             raft.clone(),
             node_id,

@@ -50,9 +50,46 @@ pub struct NodeContext {
     pub faults: Arc<crate::faults::FaultConfig>,
     /// This node's election timeout (the upper bound): a new leader extends every lease by it.
     pub election_timeout: zaris_core::DurationMs,
+    /// When a leader last reached this node (stamped by the Raft service).
+    pub leader_contact: Arc<crate::prompt_election::LeaderContact>,
 }
 
 impl NodeContext {
+    /// How long this member has been cut off from the cluster, if it is: a leader, since a
+    /// quorum last acknowledged it; any other member, since it last heard from a leader. `None`
+    /// while in touch, for a sole voter (its own quorum), and before any leader was heard (a
+    /// member starting up).
+    pub fn cut_off_for(&self) -> Option<std::time::Duration> {
+        let raft = self.proposer.raft();
+        let leading = {
+            let metrics = raft.metrics();
+            let metrics = openraft::async_runtime::WatchReceiver::borrow_watched(&metrics);
+            if metrics.state != openraft::ServerState::Leader {
+                None
+            } else if metrics
+                .membership_config
+                .membership()
+                .voter_ids()
+                .eq([metrics.id])
+            {
+                return None;
+            } else {
+                Some(
+                    metrics
+                        .last_quorum_acked
+                        .map(|acked| openraft::Instant::elapsed(&*acked)),
+                )
+            }
+        };
+        match leading {
+            Some(since_quorum) => since_quorum,
+            None => self
+                .leader_contact
+                .silence(tokio::time::Instant::now())
+                .map(|(_, silence)| silence),
+        }
+    }
+
     /// The cluster's limits, as replicated in the state: every request is checked against them
     /// before it is proposed (and again when applied).
     ///

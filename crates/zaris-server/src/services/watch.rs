@@ -42,6 +42,13 @@ const WATCH_STREAM_BUFFER: usize = 16;
 /// How long a stopping node spends telling a stream's watches why they end; a client that does
 /// not read must not hold up the shutdown.
 const SHUTDOWN_NOTICE: Duration = Duration::from_secs(1);
+/// How often a stream with open watches checks that its member is still in touch with the
+/// cluster.
+const CUT_OFF_CHECK: Duration = Duration::from_secs(1);
+/// A member cut off from the cluster for longer than this many election timeouts ends its
+/// watches (`WATCH_CANCEL_REASON_CUT_OFF`), and refuses new ones, so that clients move to a
+/// member that sees the changes.
+const CUT_OFF_AFTER_ELECTION_TIMEOUTS: u32 = 3;
 
 #[derive(Clone, Debug)]
 pub struct WatchService(pub NodeContext);
@@ -163,6 +170,7 @@ fn cancel_label(reason: WatchCancelReason) -> &'static str {
         WatchCancelReason::CapacityExceeded => "capacity_exceeded",
         WatchCancelReason::SlowConsumer => "slow_consumer",
         WatchCancelReason::ShuttingDown => "shutting_down",
+        WatchCancelReason::CutOff => "cut_off",
     }
 }
 
@@ -172,6 +180,8 @@ impl StreamTask {
         let mut notified = self.hub.subscribe();
         // The revision the watches are being brought up to: the head as of the last wake-up.
         let mut target = self.hub.head();
+        let mut cut_off_check = tokio::time::interval(CUT_OFF_CHECK);
+        cut_off_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let end = loop {
             if let Err(end) = self.answer_progress(&outbox).await {
                 break end;
@@ -197,6 +207,13 @@ impl StreamTask {
                         break End::Shutdown;
                     }
                     target = self.hub.head();
+                }
+                _ = cut_off_check.tick(), if !self.watches.is_empty() => {
+                    if let Some(silence) = self.cut_off()
+                        && let Err(end) = self.cancel_all_cut_off(&outbox, silence).await
+                    {
+                        break end;
+                    }
                 }
                 // Capacity first, then the read: a watch whose client does not read stays where
                 // it is (and eventually falls out of the history) instead of piling up here.
@@ -286,6 +303,16 @@ impl StreamTask {
             .map_err(End::Fail)?;
 
         let (head, oldest_available) = self.hub.position();
+        if let Some(silence) = self.cut_off() {
+            let response = self.canceled(
+                id,
+                head,
+                WatchCancelReason::CutOff,
+                self.cut_off_message(silence),
+                Revision::ZERO,
+            );
+            return outbox.send(Ok(response)).await;
+        }
         if self.watches.len() >= MAX_WATCHES_PER_STREAM {
             let response = self.canceled(
                 id,
@@ -489,6 +516,47 @@ impl StreamTask {
     }
 
     /// Tells every open watch that the member is stopping, as far as the client reads in time.
+    /// How long this member has been cut off from the cluster, once that is longer than
+    /// [`CUT_OFF_AFTER_ELECTION_TIMEOUTS`] election timeouts: a failover takes well under one.
+    fn cut_off(&self) -> Option<Duration> {
+        let bound = Duration::from_millis(self.context.election_timeout.get())
+            .saturating_mul(CUT_OFF_AFTER_ELECTION_TIMEOUTS);
+        self.context
+            .cut_off_for()
+            .filter(|silence| *silence > bound)
+    }
+
+    fn cut_off_message(&self, silence: Duration) -> String {
+        format!(
+            "member {} has heard from no leader (or, leading, from no quorum) for {} ms: it sees \
+             no new changes; recreate the watch on another member from the last delivered \
+             revision + 1",
+            self.context.node_id,
+            silence.as_millis()
+        )
+    }
+
+    /// Ends every watch of the stream: a member cut off from the cluster would keep them open and
+    /// silent while the others move on.
+    async fn cancel_all_cut_off(&mut self, outbox: &Outbox, silence: Duration) -> Result<(), End> {
+        let head = self.hub.head();
+        let ids: Vec<u64> = self.watches.keys().copied().collect();
+        for id in ids {
+            let Some(watcher) = self.close(id) else {
+                continue;
+            };
+            let response = self.canceled(
+                id,
+                watcher.complete_through(head),
+                WatchCancelReason::CutOff,
+                self.cut_off_message(silence),
+                Revision::ZERO,
+            );
+            outbox.send(Ok(response)).await?;
+        }
+        Ok(())
+    }
+
     async fn notify_shutdown(&mut self, outbox: &Outbox) {
         let head = self.hub.head();
         let ids: Vec<u64> = self.watches.keys().copied().collect();

@@ -290,3 +290,43 @@ async fn a_quiet_watch_on_a_busy_cluster_resumes_after_its_member_dies() {
     assert_eq!(event.kv.value, b"at last");
     cluster.shutdown().await;
 }
+
+/// A member cut off from the cluster (here: removed from it, so no leader writes to it again)
+/// sees no new changes; a watch it served would stay open and silent while the others move on.
+/// After three election timeouts it ends its watches (CUT_OFF), and the client resumes on a
+/// member that sees the changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_leaves_a_member_cut_off_from_the_cluster() {
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.leader().await;
+    let follower = cluster.followers(leader)[0];
+    let others: Vec<u64> = (1..=3).filter(|id| *id != follower).collect();
+    // The watch starts on the follower: the first endpoint of a client that has called nothing.
+    let watching = cluster.client(&[follower, others[0], others[1]]).await;
+    let mut watcher = watching
+        .watch("k", WatchOptions::default())
+        .await
+        .expect("watch");
+    let writer = cluster.client(&others).await;
+    let mut next_value = async |value: &str| {
+        writer
+            .put("k", value.to_owned(), PutOptions::default())
+            .await
+            .expect("put");
+        let event = tokio::time::timeout(WAIT, watcher.next())
+            .await
+            .unwrap_or_else(|_| panic!("the put of {value} was not delivered in {WAIT:?}"))
+            .expect("watch open")
+            .expect("event");
+        assert_eq!(event.kv.value, value.as_bytes());
+    };
+    next_value("before").await;
+    cluster
+        .client(&others)
+        .await
+        .member_remove(follower)
+        .await
+        .expect("remove the follower");
+    next_value("after").await;
+    cluster.shutdown().await;
+}
