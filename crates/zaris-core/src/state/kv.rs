@@ -3,44 +3,86 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
+use imbl::OrdMap;
+
 use super::size::key_bytes;
-use super::{State, Stored};
+use super::{RangeResult, State, Stored};
 use crate::limits::LimitKind;
 use crate::outcome::{Effects, Event, EventKind, Rejection};
 use crate::types::{KeySelector, KeyValue, LeaseId, Revision};
 
+/// The keys of a state as of one revision, apart from it: a copy that shares the state's key map
+/// (a persistent B-tree, so taking it is O(1)), to read without holding the state's lock while
+/// the state goes on applying.
+#[derive(Clone, Debug)]
+pub struct Keys {
+    kv: OrdMap<Vec<u8>, Stored>,
+}
+
+impl Keys {
+    /// Keys matching `selector` in key order, at most `limit` (0: no limit), with the count of
+    /// all matches.
+    pub fn range(&self, selector: &KeySelector, limit: u32) -> RangeResult {
+        let mut kvs = Vec::new();
+        let mut count = 0u64;
+        for (key, stored) in select_in(&self.kv, selector) {
+            count += 1;
+            if limit == 0 || kvs.len() < limit as usize {
+                kvs.push(stored.to_kv(key));
+            }
+        }
+        RangeResult {
+            more: (kvs.len() as u64) < count,
+            kvs,
+            count,
+        }
+    }
+}
+
+/// The stored keys of `kv` a selector matches, in key order.
+fn select_in<'a>(
+    kv: &'a OrdMap<Vec<u8>, Stored>,
+    selector: &'a KeySelector,
+) -> Box<dyn Iterator<Item = (&'a [u8], &'a Stored)> + 'a> {
+    match selector {
+        KeySelector::Key(key) => Box::new(
+            kv.get_key_value(key.as_slice())
+                .map(|(k, s)| (k.as_slice(), s))
+                .into_iter(),
+        ),
+        KeySelector::Prefix(prefix) => Box::new(
+            kv.range::<_, [u8]>((Bound::Included(prefix.as_slice()), Bound::Unbounded))
+                .take_while(move |(k, _)| k.starts_with(prefix))
+                .map(|(k, s)| (k.as_slice(), s)),
+        ),
+        KeySelector::Range { start, end } => {
+            let upper = if end.is_empty() {
+                Bound::Unbounded
+            } else {
+                Bound::Excluded(end.as_slice())
+            };
+            Box::new(
+                kv.range::<_, [u8]>((Bound::Included(start.as_slice()), upper))
+                    .map(|(k, s)| (k.as_slice(), s)),
+            )
+        }
+    }
+}
+
 impl State {
+    /// The keys as of now, to read apart from the state ([`Keys`]).
+    pub fn keys(&self) -> Keys {
+        Keys {
+            kv: self.kv.clone(),
+        }
+    }
+
     /// The stored keys a selector matches, in key order.
     pub(super) fn select<'a>(
         &'a self,
         selector: &'a KeySelector,
     ) -> Box<dyn Iterator<Item = (&'a [u8], &'a Stored)> + 'a> {
-        match selector {
-            KeySelector::Key(key) => Box::new(
-                self.kv
-                    .get_key_value(key.as_slice())
-                    .map(|(k, s)| (k.as_slice(), s))
-                    .into_iter(),
-            ),
-            KeySelector::Prefix(prefix) => Box::new(
-                self.kv
-                    .range::<_, [u8]>((Bound::Included(prefix.as_slice()), Bound::Unbounded))
-                    .take_while(move |(k, _)| k.starts_with(prefix))
-                    .map(|(k, s)| (k.as_slice(), s)),
-            ),
-            KeySelector::Range { start, end } => {
-                let upper = if end.is_empty() {
-                    Bound::Unbounded
-                } else {
-                    Bound::Excluded(end.as_slice())
-                };
-                Box::new(
-                    self.kv
-                        .range::<_, [u8]>((Bound::Included(start.as_slice()), upper))
-                        .map(|(k, s)| (k.as_slice(), s)),
-                )
-            }
-        }
+        select_in(&self.kv, selector)
     }
 
     /// The keys bound to a lease, in key order.

@@ -11,6 +11,7 @@ pub(crate) mod persistent;
 mod size;
 mod txn;
 
+pub use kv::Keys;
 pub use txn::{MAX_TXN_READ_BYTES, MAX_TXN_READ_KEYS};
 
 use std::collections::{BTreeSet, VecDeque};
@@ -586,21 +587,10 @@ impl State {
         self.kv.get(key).map(|s| s.to_kv(key))
     }
 
-    /// Keys matching `selector` in key order; `limit == 0` means no limit.
+    /// Keys matching `selector` in key order; `limit == 0` means no limit. A caller holding a
+    /// lock on the state reads apart from it instead ([`State::keys`]).
     pub fn range(&self, selector: &KeySelector, limit: u32) -> RangeResult {
-        let mut kvs = Vec::new();
-        let mut count = 0u64;
-        for (key, stored) in self.select(selector) {
-            count += 1;
-            if limit == 0 || kvs.len() < limit as usize {
-                kvs.push(stored.to_kv(key));
-            }
-        }
-        RangeResult {
-            more: (kvs.len() as u64) < count,
-            kvs,
-            count,
-        }
+        self.keys().range(selector, limit)
     }
 
     /// A lease's metadata, with its bound keys when `with_keys` is set.

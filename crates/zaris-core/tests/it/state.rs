@@ -821,6 +821,27 @@ fn range_honours_limit_and_counts_all_matches() {
     );
 }
 
+/// A Range reads a copy of the key map taken under the state's lock and released at once, so
+/// a long read never holds up apply: the copy stays as it was taken while the state moves on.
+#[test]
+fn keys_taken_for_a_read_stay_as_they_were_while_the_state_applies() {
+    let mut log = Log::new(Limits::default());
+    log.apply(put("p/1", "one", LeaseId::NONE)).expect("put");
+    let keys = log.state.keys();
+    log.apply(put("p/2", "two", LeaseId::NONE)).expect("put");
+    log.apply(put("p/1", "uno", LeaseId::NONE)).expect("put");
+    let then = keys.range(&KeySelector::Prefix(b"p/".to_vec()), 0);
+    let pairs: Vec<(Vec<u8>, Vec<u8>)> =
+        then.kvs.into_iter().map(|kv| (kv.key, kv.value)).collect();
+    assert_eq!(pairs, vec![(b"p/1".to_vec(), b"one".to_vec())]);
+    assert_eq!(
+        log.state
+            .range(&KeySelector::Prefix(b"p/".to_vec()), 0)
+            .count,
+        2
+    );
+}
+
 // ---- transactions ----------------------------------------------------------------------------
 
 fn compare(key: &str, target: CompareTarget, op: CompareOp) -> Compare {

@@ -57,12 +57,13 @@ impl Kv for KvService {
         if confirm {
             self.0.proposer.linearizable().await?;
         }
-        let (result, revision) = self.0.state.read(|d| {
-            (
-                d.state.range(&query.selector, query.limit),
-                d.state.last_applied(),
-            )
-        });
+        // Only the key map is taken under the lock (a shared copy, O(1)): the read, which may
+        // walk every matching key to count them, must not hold up apply.
+        let (keys, revision) = self
+            .0
+            .state
+            .read(|d| (d.state.keys(), d.state.last_applied()));
+        let result = keys.range(&query.selector, query.limit);
         convert::kv::check_read_revision(query.revision, revision.get())?;
         Ok(Response::new(convert::kv::range_response(
             self.0.proposer.header(revision),
