@@ -12,8 +12,8 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::debug;
-use zaris_core::LeaseId;
-use zaris_core::auth::{Credential, LeaseUse};
+use zaris_core::auth::{Credential, LeaseUse, Need};
+use zaris_core::{KeySelector, LeaseId};
 use zaris_proto::v1::lease_server::Lease;
 use zaris_proto::v1::{
     LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest, LeaseKeepAliveResponse,
@@ -188,12 +188,23 @@ impl Lease for LeaseService {
                 .map(drop)
         })?;
         let (info, revision) = self.0.state.read(|d| {
-            (
-                d.state.lease(LeaseId::new(request.id), request.keys),
-                d.state.last_applied(),
-            )
+            let info = d.state.lease(id, request.keys).map(|mut info| {
+                // Seeing a lease is not reading its keys or locks: the names the caller may not
+                // read are left out (with auth on; an admin and everyone with auth off see all),
+                // as a Range of them would be refused.
+                let auth = d.state.auth();
+                info.keys.retain(|key| {
+                    auth.check_keys(&caller, &KeySelector::Key(key.clone()), Need::Read)
+                        .is_ok()
+                });
+                for locks in [&mut info.locks_held, &mut info.locks_waiting] {
+                    locks.retain(|name| auth.check_lock(&caller, name, Need::Read).is_ok());
+                }
+                info
+            });
+            (info, d.state.last_applied())
         });
-        let remaining = self.0.remaining(LeaseId::new(request.id));
+        let remaining = self.0.remaining(id);
         Ok(Response::new(convert::lease::lease_ttl_response(
             self.0.proposer.header(revision),
             info,

@@ -602,6 +602,60 @@ async fn a_write_only_user_cannot_read_values_back_through_prev_kv() {
     cluster.shutdown().await;
 }
 
+/// A lease nobody owns (granted before auth was enabled) is anyone's to see, but not its keys
+/// and locks: TimeToLive lists only the names the caller may read, as a Range would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seeing_an_unowned_lease_does_not_show_names_the_caller_may_not_read() {
+    let cluster = TestCluster::start(1).await;
+    let leader = cluster.leader().await;
+    let open = cluster.client(&[leader]).await;
+    let lease = open.grant(Duration::from_secs(60)).await.expect("grant").id;
+    open.put("secret/x", "1", with_lease(lease))
+        .await
+        .expect("put");
+    open.put("a/mine", "1", with_lease(lease))
+        .await
+        .expect("put");
+    for name in ["secret/lock", "a/lock"] {
+        assert!(matches!(
+            open.lock(name, lease, false, Duration::ZERO)
+                .await
+                .expect("lock"),
+            LockOutcome::Held { .. }
+        ));
+    }
+    let root = add_user(&open, "root", true).await;
+    let token_a = add_user(&open, "a", false).await;
+    let as_one = |token: &BearerToken| {
+        Client::lazy(
+            [cluster.address(leader)],
+            options().with_token(token.clone()),
+        )
+        .expect("client")
+    };
+    let admin = as_one(&root);
+    admin
+        .auth_change(Change::Enable(AuthEnable {}))
+        .await
+        .expect("enable");
+
+    let seen = as_one(&token_a)
+        .time_to_live(lease, true)
+        .await
+        .expect("ttl")
+        .expect("the lease is there");
+    assert_eq!(seen.bound_keys, vec![b"a/mine".to_vec()]);
+    assert_eq!(seen.locks_held, vec!["a/lock".to_owned()]);
+    let all = admin
+        .time_to_live(lease, true)
+        .await
+        .expect("ttl")
+        .expect("the lease is there");
+    assert_eq!(all.bound_keys.len(), 2);
+    assert_eq!(all.locks_held.len(), 2);
+    cluster.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_certificate_names_its_user() {
     let dir = tempfile::tempdir().expect("tempdir");
