@@ -29,7 +29,10 @@ pub use outcome::{
     Applied, CancelOutcome, Effects, Event, EventKind, LeaseEffect, LockEffect, LockOutcome,
     OpResult, Outcome, Rejection, Response,
 };
-pub use state::{LeaseInfo, LockInfo, MAX_TXN_READ_BYTES, MAX_TXN_READ_KEYS, RangeResult, State};
+pub use state::{
+    LeaseInfo, LockInfo, MAX_RANGE_PAGE_BYTES, MAX_TXN_READ_BYTES, MAX_TXN_READ_KEYS, RangeResult,
+    State,
+};
 pub use types::{
     DurationMs, FencingToken, Guard, InstantMs, KeySelector, KeyValue, LeaseId, RequestId, Revision,
 };

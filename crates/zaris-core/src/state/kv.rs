@@ -19,15 +19,22 @@ pub struct Keys {
     kv: OrdMap<Vec<u8>, Stored>,
 }
 
+/// Most bytes of keys and values one Range page returns: the page ends after the pair that
+/// crosses it, with `more` set, however many its `limit` allowed (10,000 values of 1 MiB would
+/// otherwise be gathered, then refused as too large to send).
+pub const MAX_RANGE_PAGE_BYTES: u64 = 64 * 1024 * 1024;
+
 impl Keys {
-    /// Keys matching `selector` in key order, at most `limit` (0: no limit), with the count of
-    /// all matches.
+    /// Keys matching `selector` in key order, at most `limit` (0: no limit) and about
+    /// [`MAX_RANGE_PAGE_BYTES`], with the count of all matches.
     pub fn range(&self, selector: &KeySelector, limit: u32) -> RangeResult {
         let mut kvs = Vec::new();
         let mut count = 0u64;
+        let mut bytes = 0u64;
         for (key, stored) in select_in(&self.kv, selector) {
             count += 1;
-            if limit == 0 || kvs.len() < limit as usize {
+            if (limit == 0 || kvs.len() < limit as usize) && bytes < MAX_RANGE_PAGE_BYTES {
+                bytes = bytes.saturating_add((key.len() + stored.value.len()) as u64);
                 kvs.push(stored.to_kv(key));
             }
         }

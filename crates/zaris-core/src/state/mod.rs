@@ -11,7 +11,7 @@ pub(crate) mod persistent;
 mod size;
 mod txn;
 
-pub use kv::Keys;
+pub use kv::{Keys, MAX_RANGE_PAGE_BYTES};
 pub use txn::{MAX_TXN_READ_BYTES, MAX_TXN_READ_KEYS};
 
 use std::collections::{BTreeSet, VecDeque};

@@ -842,6 +842,31 @@ fn keys_taken_for_a_read_stay_as_they_were_while_the_state_applies() {
     );
 }
 
+/// A Range page is bounded by bytes as well as by its limit: it ends after the pair that crosses
+/// `MAX_RANGE_PAGE_BYTES`, with `more` set and the count of every match.
+#[test]
+fn a_range_page_ends_at_its_byte_bound_and_says_more() {
+    let mut log = Log::new(Limits::default());
+    let value = vec![b'v'; 1024 * 1024];
+    let within = (zaris_core::MAX_RANGE_PAGE_BYTES / value.len() as u64) as usize;
+    for i in 0..within + 6 {
+        log.apply(Command::Put {
+            key: format!("big/{i:03}").into_bytes(),
+            value: value.clone(),
+            lease: LeaseId::NONE,
+            guard: None,
+            prev_kv: false,
+        })
+        .expect("put");
+    }
+    let page = log.state.range(&KeySelector::Prefix(b"big/".to_vec()), 0);
+    assert_eq!(page.kvs.len(), within);
+    assert!(page.more);
+    assert_eq!(page.count, within as u64 + 6);
+    let small = log.state.range(&KeySelector::Prefix(b"big/".to_vec()), 3);
+    assert_eq!((small.kvs.len(), small.more), (3, true));
+}
+
 // ---- transactions ----------------------------------------------------------------------------
 
 fn compare(key: &str, target: CompareTarget, op: CompareOp) -> Compare {

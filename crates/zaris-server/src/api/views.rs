@@ -193,12 +193,27 @@ pub fn locks(page: &LockListResponse) -> Value {
     )
 }
 
+/// Most bytes of member names and values one presence page shows (before JSON escaping).
+pub const MAX_PRESENCE_PAGE_TEXT_BYTES: usize = 4 * 1024 * 1024;
+
 /// The members of a presence group: each key `presence/GROUP/MEMBER`, its metadata, its lease,
 /// and the revision it joined at (the key's creation; a member that rejoins keeps it).
 pub fn presence(group: &str, range: &RangeResponse) -> Value {
     let prefix = format!("presence/{group}/");
-    let members: Vec<Value> = range
+    // A page's members stop once their names and values pass the budget (as text, escaped
+    // bytes count up to six times): a page of large values must not become a reply many times
+    // the size of the values.
+    let mut budget = MAX_PRESENCE_PAGE_TEXT_BYTES;
+    let shown = range
         .kvs
+        .iter()
+        .take_while(|kv| {
+            let within = budget > 0;
+            budget = budget.saturating_sub(kv.key.len().saturating_add(kv.value.len()));
+            within
+        })
+        .count();
+    let members: Vec<Value> = range.kvs[..shown]
         .iter()
         .map(|kv| {
             let key = text(&kv.key);
@@ -212,7 +227,7 @@ pub fn presence(group: &str, range: &RangeResponse) -> Value {
         })
         .collect();
     with_header(
-        json!({"group": group, "members": members, "more": range.more}),
+        json!({"group": group, "members": members, "more": range.more || shown < range.kvs.len()}),
         range.header.as_ref(),
     )
 }
@@ -295,5 +310,29 @@ mod tests {
             json!([{"member": "w-1", "value": "10.0.0.5:80", "lease": 7, "joined_revision": 5,
                     "updated_revision": 8}])
         );
+    }
+
+    /// Large values end a page early, with `more`: escaped, a page would be up to six times
+    /// their size.
+    #[test]
+    fn a_presence_page_of_large_values_stops_at_its_budget() {
+        let value = vec![1u8; 1024 * 1024];
+        let kvs: Vec<KeyValue> = (0..10)
+            .map(|i| KeyValue {
+                key: format!("presence/g/m{i}").into_bytes(),
+                value: value.clone(),
+                ..KeyValue::default()
+            })
+            .collect();
+        let range = RangeResponse {
+            header: header(1, 9),
+            kvs,
+            more: false,
+            count: 10,
+        };
+        let page = presence("g", &range);
+        let shown = page["members"].as_array().map_or(0, Vec::len);
+        assert_eq!(shown, MAX_PRESENCE_PAGE_TEXT_BYTES / value.len());
+        assert_eq!(page["more"], json!(true));
     }
 }
