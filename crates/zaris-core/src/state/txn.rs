@@ -6,9 +6,9 @@ use crate::command::{Compare, CompareTarget, Txn, TxnOp};
 use crate::outcome::{Effects, OpResult, Outcome, Response};
 use crate::types::{KeySelector, KeyValue, LeaseId, Revision};
 
-/// Most pairs all the reads of one Txn return together: the Range page size (the server refuses
-/// a Txn whose reads could ask for more). Every member applies the Txn and builds its answer, so
-/// an unbounded read would cost every member alike, again on each replay of the entry.
+/// Most pairs all the reads of one Txn return together: the Range page size. Every member
+/// applies the Txn and builds its answer, so unbounded reads would cost every member alike, again
+/// on each replay of the entry.
 pub const MAX_TXN_READ_KEYS: u64 = 10_000;
 /// Most bytes of keys and values all the reads of one Txn return together; a read that reaches
 /// it stops there (after the pair that crossed it) with `more` set, and later reads return

@@ -3,9 +3,8 @@
 //! as result values; a Txn answer shaped by its request's [`TxnShape`]).
 
 use zaris_core::{
-    Command, Compare, CompareOp, CompareTarget, KeySelector, LeaseId, LimitKind, Limits,
-    MAX_TXN_READ_KEYS, OpResult, Outcome, RangeResult, Rejection, Request, Response, Revision, Txn,
-    TxnOp,
+    Command, Compare, CompareOp, CompareTarget, KeySelector, LeaseId, LimitKind, Limits, OpResult,
+    Outcome, RangeResult, Rejection, Request, Response, Revision, Txn, TxnOp,
 };
 use zaris_proto::v1::{self, ResponseHeader};
 
@@ -162,8 +161,6 @@ pub fn txn_request(
         .collect::<Result<Vec<_>, _>>()?;
     let (success, success_shape) = txn_ops(request.success, "success", max_range_keys)?;
     let (failure, failure_shape) = txn_ops(request.failure, "failure", max_range_keys)?;
-    check_read_keys(&success, max_range_keys)?;
-    check_read_keys(&failure, max_range_keys)?;
     let txn = Txn {
         compares,
         success,
@@ -254,33 +251,6 @@ fn operand_name(operand: &v1::compare::Operand) -> &'static str {
         Operand::CreateRevision(_) => "create_revision",
         Operand::Lease(_) => "lease",
     }
-}
-
-/// Refuses a branch whose reads could together return more pairs than one Range page (a single
-/// key counts one, a range its page size), at most [`MAX_TXN_READ_KEYS`]: every member would
-/// read them all.
-fn check_read_keys(ops: &[TxnOp], max_range_keys: u64) -> Result<(), ApiError> {
-    let max = match max_range_keys {
-        0 => MAX_TXN_READ_KEYS,
-        page => page.min(MAX_TXN_READ_KEYS),
-    };
-    let asked = ops
-        .iter()
-        .map(|op| match op {
-            TxnOp::Get {
-                selector: KeySelector::Key(_),
-                ..
-            } => 1,
-            // A limit of 0 only when the server sets no page size.
-            TxnOp::Get { limit: 0, .. } => max,
-            TxnOp::Get { limit, .. } => u64::from(*limit),
-            _ => 0,
-        })
-        .fold(0u64, u64::saturating_add);
-    if asked > max {
-        return Err(ApiError::limit_exceeded("max_txn_read_keys", max, asked));
-    }
-    Ok(())
 }
 
 fn txn_ops(
@@ -1175,44 +1145,6 @@ mod tests {
             ErrorCode::LimitExceeded,
             "max_range_keys",
         );
-        // The ranges of one branch together may ask for at most max_txn_read_keys pairs: a key
-        // counts one, a range its page size (the server's, for limit 0).
-        let prefix_read = |limit| {
-            op(v1::txn_op::Op::Range(v1::RangeRequest {
-                key: b"p/".to_vec(),
-                prefix: true,
-                limit,
-                ..Default::default()
-            }))
-        };
-        assert_limit(
-            txn_err(txn(vec![], vec![prefix_read(0), prefix_read(1)])),
-            ErrorCode::LimitExceeded,
-            "max_txn_read_keys",
-        );
-        assert_limit(
-            txn_err(txn(
-                vec![],
-                vec![
-                    prefix_read(MAX_RANGE_KEYS / 2),
-                    prefix_read(MAX_RANGE_KEYS / 2 + 1),
-                ],
-            )),
-            ErrorCode::LimitExceeded,
-            "max_txn_read_keys",
-        );
-        let mut many_keys: Vec<v1::TxnOp> = (0..3)
-            .map(|_| {
-                op(v1::txn_op::Op::Range(v1::RangeRequest {
-                    key: b"k".to_vec(),
-                    ..Default::default()
-                }))
-            })
-            .collect();
-        many_keys.push(prefix_read(MAX_RANGE_KEYS - 3));
-        let (_, shape) = txn_ok(txn(vec![], many_keys));
-        assert_eq!(shape.success.len(), 4);
-
         let (request, shape) = txn_ok(range(|r| {
             r.limit = 3;
             r.keys_only = true;
