@@ -36,6 +36,20 @@ async fn as_user(cluster: &TestCluster, token: &BearerToken) -> Client {
     client_with(cluster, options().with_token(token.clone())).await
 }
 
+/// A client of member `id` alone, calling as the user of `token`.
+fn as_user_of(cluster: &TestCluster, id: u64, token: &BearerToken) -> Client {
+    Client::lazy([cluster.address(id)], options().with_token(token.clone())).expect("client")
+}
+
+/// Enables auth through `admin`, and returns it.
+async fn enabled_by(admin: Client) -> Client {
+    admin
+        .auth_change(Change::Enable(AuthEnable {}))
+        .await
+        .expect("enable");
+    admin
+}
+
 fn permission(kind: PermissionKind, prefix: &str) -> Permission {
     Permission {
         kind: kind.into(),
@@ -538,18 +552,8 @@ async fn a_write_only_user_cannot_read_values_back_through_prev_kv() {
     open.put("w/secret", "s3cret", PutOptions::default())
         .await
         .expect("put");
-    let as_one = |token: &BearerToken| {
-        Client::lazy(
-            [cluster.address(leader)],
-            options().with_token(token.clone()),
-        )
-        .expect("client")
-    };
-    let admin = as_one(&root);
-    admin
-        .auth_change(Change::Enable(AuthEnable {}))
-        .await
-        .expect("enable");
+    let as_one = |token: &BearerToken| as_user_of(&cluster, leader, token);
+    let admin = enabled_by(as_one(&root)).await;
     let w = as_one(&writer);
 
     let reading = PutOptions {
@@ -626,18 +630,8 @@ async fn seeing_an_unowned_lease_does_not_show_names_the_caller_may_not_read() {
     }
     let root = add_user(&open, "root", true).await;
     let token_a = add_user(&open, "a", false).await;
-    let as_one = |token: &BearerToken| {
-        Client::lazy(
-            [cluster.address(leader)],
-            options().with_token(token.clone()),
-        )
-        .expect("client")
-    };
-    let admin = as_one(&root);
-    admin
-        .auth_change(Change::Enable(AuthEnable {}))
-        .await
-        .expect("enable");
+    let as_one = |token: &BearerToken| as_user_of(&cluster, leader, token);
+    let admin = enabled_by(as_one(&root)).await;
 
     let seen = as_one(&token_a)
         .time_to_live(lease, true)
