@@ -10,6 +10,10 @@ use tokio::time::Instant;
 use tonic::Status;
 use tonic::transport::Channel;
 use zaris_proto::v1::cluster_client::ClusterClient;
+use zaris_proto::v1::kv_client::KvClient;
+use zaris_proto::v1::lease_client::LeaseClient;
+use zaris_proto::v1::lock_client::LockClient;
+use zaris_proto::v1::watch_client::WatchClient;
 use zaris_proto::v1::{
     ErrorCode, Outcome, RequestId, ResponseHeader, StatusRequest, StatusResponse,
 };
@@ -158,7 +162,27 @@ struct Inner {
 /// The largest response this client accepts, in bytes: what a member may send (a Range page or
 /// a transaction's reads, or one watch revision such as a prefix delete or a large expiry), not
 /// tonic's default of 4 MiB, which would refuse such an answer on every member alike.
-pub(crate) const MAX_RESPONSE_BYTES: usize = 512 * 1024 * 1024;
+const MAX_RESPONSE_BYTES: usize = 512 * 1024 * 1024;
+
+/// The KV service at `channel`, accepting answers up to [`MAX_RESPONSE_BYTES`].
+pub(crate) fn kv_service(channel: Channel) -> KvClient<Channel> {
+    KvClient::new(channel).max_decoding_message_size(MAX_RESPONSE_BYTES)
+}
+
+/// The Lease service at `channel`, accepting answers up to [`MAX_RESPONSE_BYTES`].
+pub(crate) fn lease_service(channel: Channel) -> LeaseClient<Channel> {
+    LeaseClient::new(channel).max_decoding_message_size(MAX_RESPONSE_BYTES)
+}
+
+/// The Lock service at `channel`, accepting answers up to [`MAX_RESPONSE_BYTES`].
+pub(crate) fn lock_service(channel: Channel) -> LockClient<Channel> {
+    LockClient::new(channel).max_decoding_message_size(MAX_RESPONSE_BYTES)
+}
+
+/// The Watch service at `channel`, accepting answers up to [`MAX_RESPONSE_BYTES`].
+pub(crate) fn watch_service(channel: Channel) -> WatchClient<Channel> {
+    WatchClient::new(channel).max_decoding_message_size(MAX_RESPONSE_BYTES)
+}
 
 /// How the retry loop may treat one kind of call.
 #[derive(Debug, Clone, Copy)]

@@ -20,12 +20,11 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
-use zaris_proto::v1::lease_client::LeaseClient;
 use zaris_proto::v1::{LeaseKeepAliveRequest, LeaseKeepAliveResponse};
 use zaris_types::LeaseId;
 
 use crate::client::Client;
-use crate::client::MAX_RESPONSE_BYTES;
+use crate::client::lease_service;
 use crate::error::RpcError;
 use crate::routing::{Next, Router};
 
@@ -391,8 +390,7 @@ impl Task {
         let mut request = tonic::Request::new(ReceiverStream::new(receiver));
         self.client.authorize(&mut request);
         let future = async move {
-            let mut service =
-                LeaseClient::new(channel).max_decoding_message_size(MAX_RESPONSE_BYTES);
+            let mut service = lease_service(channel);
             let call = service.keep_alive(request);
             match tokio::time::timeout(limit, call).await {
                 Ok(Ok(response)) => Ok(response.into_inner()),

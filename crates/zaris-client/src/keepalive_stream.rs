@@ -6,12 +6,11 @@
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
-use zaris_proto::v1::lease_client::LeaseClient;
 use zaris_proto::v1::{LeaseKeepAliveRequest, LeaseKeepAliveResponse};
 use zaris_types::LeaseId;
 
 use crate::client::Client;
-use crate::client::MAX_RESPONSE_BYTES;
+use crate::client::lease_service;
 use crate::error::{Error, RpcError};
 use crate::lease::Renewal;
 
@@ -45,8 +44,7 @@ impl Client {
         tracing::debug!(raft_leader = leader.id, %endpoint, "opening a keepalive stream");
         let (outbound, receiver) = mpsc::channel(OUTBOUND_BUFFER);
         let timeout = self.options().attempt_timeout();
-        let mut service =
-            LeaseClient::new(target.channel).max_decoding_message_size(MAX_RESPONSE_BYTES);
+        let mut service = lease_service(target.channel);
         let mut request = tonic::Request::new(ReceiverStream::new(receiver));
         self.authorize(&mut request);
         let opening = service.keep_alive(request);

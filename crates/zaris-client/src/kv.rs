@@ -1,14 +1,13 @@
 //! Key-value calls: range, put, delete, txn. Each answers with a domain type; a write that did
 //! not happen (a failed guard, a missing lease) is an [`Error`], never a value to decode.
 
-use zaris_proto::v1::kv_client::KvClient;
 use zaris_proto::v1::{
     self as pb, DeleteRangeRequest, DeleteResult, PutRequest, PutResult, RangeRequest, TxnRequest,
     TxnResult, txn_op, txn_op_response,
 };
 use zaris_types::{FencingToken, LeaseId, Revision};
 
-use crate::client::MAX_RESPONSE_BYTES;
+use crate::client::kv_service;
 use crate::client::{CallSpec, Client, header_revision, unexpected};
 use crate::error::Error;
 
@@ -193,12 +192,7 @@ impl Client {
             .call(
                 CallSpec::idempotent("Range"),
                 request,
-                |channel, req| async move {
-                    KvClient::new(channel)
-                        .max_decoding_message_size(MAX_RESPONSE_BYTES)
-                        .range(req)
-                        .await
-                },
+                |channel, req| async move { kv_service(channel).range(req).await },
             )
             .await?;
         Ok(Range {
@@ -238,12 +232,7 @@ impl Client {
             .call(
                 CallSpec::idempotent("Put"),
                 request,
-                |channel, req| async move {
-                    KvClient::new(channel)
-                        .max_decoding_message_size(MAX_RESPONSE_BYTES)
-                        .put(req)
-                        .await
-                },
+                |channel, req| async move { kv_service(channel).put(req).await },
             )
             .await?;
         match PutResult::try_from(response.result) {
@@ -291,10 +280,7 @@ impl Client {
         let guard = request.guard.clone();
         let response = self
             .call(spec, request, |channel, req| async move {
-                KvClient::new(channel)
-                    .max_decoding_message_size(MAX_RESPONSE_BYTES)
-                    .delete_range(req)
-                    .await
+                kv_service(channel).delete_range(req).await
             })
             .await?;
         match DeleteResult::try_from(response.result) {
@@ -327,10 +313,7 @@ impl Client {
         let lease = sole_lease(&request);
         let response = self
             .call(spec, request, |channel, req| async move {
-                KvClient::new(channel)
-                    .max_decoding_message_size(MAX_RESPONSE_BYTES)
-                    .txn(req)
-                    .await
+                kv_service(channel).txn(req).await
             })
             .await?;
         let succeeded = match TxnResult::try_from(response.result) {

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use tonic::Status;
-use zaris_proto::v1::lease_client::LeaseClient;
 use zaris_proto::v1::{
     self as pb, GrantResult, LeaseGrantKey, LeaseGrantRequest, LeaseKeepAliveRequest,
     LeaseKeepAliveResponse, LeaseListRequest, LeaseRevokeRequest, LeaseTimeToLiveRequest,
@@ -15,7 +14,7 @@ use zaris_proto::v1::{
 };
 use zaris_types::{LeaseId, Revision};
 
-use crate::client::MAX_RESPONSE_BYTES;
+use crate::client::lease_service;
 use crate::client::{CallSpec, Client, header_revision, millis, unexpected};
 use crate::error::Error;
 
@@ -240,12 +239,7 @@ impl Client {
             .call(
                 CallSpec::idempotent("Grant"),
                 request,
-                |channel, req| async move {
-                    LeaseClient::new(channel)
-                        .max_decoding_message_size(MAX_RESPONSE_BYTES)
-                        .grant(req)
-                        .await
-                },
+                |channel, req| async move { lease_service(channel).grant(req).await },
             )
             .await?;
         match GrantResult::try_from(response.result) {
@@ -274,12 +268,7 @@ impl Client {
             .call(
                 CallSpec::idempotent("Revoke"),
                 request,
-                |channel, req| async move {
-                    LeaseClient::new(channel)
-                        .max_decoding_message_size(MAX_RESPONSE_BYTES)
-                        .revoke(req)
-                        .await
-                },
+                |channel, req| async move { lease_service(channel).revoke(req).await },
             )
             .await?;
         match RevokeResult::try_from(response.result) {
@@ -319,10 +308,7 @@ impl Client {
                     let outbound = futures::stream::once(async move { message })
                         .chain(futures::stream::pending());
                     let request = tonic::Request::from_parts(metadata, extensions, outbound);
-                    let response = LeaseClient::new(channel)
-                        .max_decoding_message_size(MAX_RESPONSE_BYTES)
-                        .keep_alive(request)
-                        .await?;
+                    let response = lease_service(channel).keep_alive(request).await?;
                     let (metadata, mut inbound, extensions) = response.into_parts();
                     while let Some(ack) = inbound.message().await? {
                         if ack.seq == seq {
@@ -345,12 +331,7 @@ impl Client {
             .call(
                 CallSpec::idempotent("TimeToLive"),
                 request,
-                |channel, req| async move {
-                    LeaseClient::new(channel)
-                        .max_decoding_message_size(MAX_RESPONSE_BYTES)
-                        .time_to_live(req)
-                        .await
-                },
+                |channel, req| async move { lease_service(channel).time_to_live(req).await },
             )
             .await?;
         Ok(response.found.then(|| LeaseInfo {
@@ -379,12 +360,7 @@ impl Client {
             .call(
                 CallSpec::idempotent("Leases"),
                 request,
-                |channel, req| async move {
-                    LeaseClient::new(channel)
-                        .max_decoding_message_size(MAX_RESPONSE_BYTES)
-                        .leases(req)
-                        .await
-                },
+                |channel, req| async move { lease_service(channel).leases(req).await },
             )
             .await?;
         Ok(LeasePage {

@@ -2,13 +2,12 @@
 
 use std::time::Duration;
 
-use zaris_proto::v1::lock_client::LockClient;
 use zaris_proto::v1::{
     LockListRequest, LockRequest, LockResult, LockStatusRequest, UnlockRequest, UnlockResult,
 };
 use zaris_types::{FencingToken, LeaseId, Revision};
 
-use crate::client::MAX_RESPONSE_BYTES;
+use crate::client::lock_service;
 use crate::client::{CallSpec, Client, header_revision, millis, unexpected};
 use crate::error::Error;
 
@@ -124,10 +123,7 @@ impl Client {
         let spec = CallSpec::idempotent("Lock").with_extra_wait(timeout);
         let response = self
             .call(spec, request, |channel, req| async move {
-                LockClient::new(channel)
-                    .max_decoding_message_size(MAX_RESPONSE_BYTES)
-                    .lock(req)
-                    .await
+                lock_service(channel).lock(req).await
             })
             .await?;
         match LockResult::try_from(response.result) {
@@ -167,12 +163,7 @@ impl Client {
             .call(
                 CallSpec::idempotent("Unlock"),
                 request,
-                |channel, req| async move {
-                    LockClient::new(channel)
-                        .max_decoding_message_size(MAX_RESPONSE_BYTES)
-                        .unlock(req)
-                        .await
-                },
+                |channel, req| async move { lock_service(channel).unlock(req).await },
             )
             .await?;
         match UnlockResult::try_from(response.result) {
@@ -196,12 +187,7 @@ impl Client {
             .call(
                 CallSpec::idempotent("LockStatus"),
                 request,
-                |channel, req| async move {
-                    LockClient::new(channel)
-                        .max_decoding_message_size(MAX_RESPONSE_BYTES)
-                        .lock_status(req)
-                        .await
-                },
+                |channel, req| async move { lock_service(channel).lock_status(req).await },
             )
             .await?;
         Ok(LockStatus {
@@ -231,12 +217,7 @@ impl Client {
             .call(
                 CallSpec::idempotent("LockList"),
                 request,
-                |channel, req| async move {
-                    LockClient::new(channel)
-                        .max_decoding_message_size(MAX_RESPONSE_BYTES)
-                        .lock_list(req)
-                        .await
-                },
+                |channel, req| async move { lock_service(channel).lock_list(req).await },
             )
             .await?;
         Ok(LockPage {

@@ -137,6 +137,22 @@ impl Claims {
     }
 }
 
+/// Releases the lock `lease` holds with `token`, fenced, noting the release as sent before it
+/// goes and as ended once answered: from then on the lease does not hold that token, so no copy
+/// of an earlier release of it can free a later guard.
+async fn release_for_good(
+    client: &Client,
+    name: &str,
+    lease: LeaseId,
+    claim: &Claim,
+    token: FencingToken,
+) -> Result<(), Error> {
+    claim.releasing(token);
+    let _released = client.unlock(name.to_owned(), lease, token).await?;
+    claim.ended(token);
+    Ok(())
+}
+
 /// The first and the longest wait between attempts to give a claim back.
 const GIVE_BACK_RETRY_FIRST: Duration = Duration::from_millis(100);
 const GIVE_BACK_RETRY_MAX: Duration = Duration::from_secs(2);
@@ -201,8 +217,7 @@ impl QueuePlace {
                     // with this token. Finish it, so the token can never hold again, and ask
                     // anew: the lease then gets a higher token, or waits.
                     LockOutcome::Held { token } if claim.may_be_released(token) => {
-                        let _released = client.unlock(name.clone(), lease, token).await?;
-                        claim.ended(token);
+                        release_for_good(&client, &name, lease, &claim, token).await?;
                     }
                     outcome => return Ok(outcome),
                 }
@@ -253,11 +268,7 @@ impl QueuePlace {
             // Handed over meanwhile, but with a token a release was sent for (see `call`): not
             // a lock to keep; release it for good.
             UnlockOutcome::HeldNow { token } if self.claim.may_be_released(token) => {
-                let _released = self
-                    .client
-                    .unlock(self.name.clone(), self.lease, token)
-                    .await?;
-                self.claim.ended(token);
+                release_for_good(&self.client, &self.name, self.lease, &self.claim, token).await?;
                 self.keep();
                 Ok(None)
             }
@@ -439,12 +450,7 @@ impl GiveBack {
         };
         if let Some(token) = token {
             // Held: release it, fenced by its token.
-            self.claim.releasing(token);
-            let _released = self
-                .client
-                .unlock(self.name.clone(), self.lease, token)
-                .await?;
-            self.claim.ended(token);
+            release_for_good(&self.client, &self.name, self.lease, &self.claim, token).await?;
         }
         Ok(())
     }

@@ -8,7 +8,6 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
-use zaris_proto::v1::watch_client::WatchClient;
 use zaris_proto::v1::{
     self as pb, EventType, WatchCancelReason, WatchCreateRequest, WatchRequest, WatchResponse,
     watch_request,
@@ -16,7 +15,7 @@ use zaris_proto::v1::{
 use zaris_types::{LeaseId, Revision};
 
 use crate::client::Client;
-use crate::client::MAX_RESPONSE_BYTES;
+use crate::client::watch_service;
 use crate::endpoint::Target;
 use crate::error::{Error, RpcError};
 use crate::kv::KeyValue;
@@ -337,8 +336,7 @@ impl WatchTask {
             let options = self.client.options();
             options.connect_timeout + options.attempt_timeout()
         };
-        let mut service =
-            WatchClient::new(target.channel.clone()).max_decoding_message_size(MAX_RESPONSE_BYTES);
+        let mut service = watch_service(target.channel.clone());
         let mut request = tonic::Request::new(ReceiverStream::new(outbound));
         self.client.authorize(&mut request);
         let call = service.watch(request);

@@ -5,10 +5,45 @@
 //! ([`NodeHandle::failed`](crate::NodeHandle::failed)), which `zaris serve` turns into a non-zero
 //! exit.
 
+use std::time::Duration;
+
 use openraft::async_runtime::WatchReceiver;
+use openraft::{RaftMetrics, ServerState};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use zaris_raft::Raft;
+use zaris_raft::{Raft, TypeConfig};
+
+/// What this node knows of a quorum backing it, by openraft's metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuorumAck {
+    /// Not the leader.
+    NotLeader,
+    /// The leader and sole voter: its own quorum, which commits whenever its disk does.
+    SoleVoter,
+    /// The leader, last acknowledged by a quorum this long ago (`None`: not yet).
+    Since(Option<Duration>),
+}
+
+impl QuorumAck {
+    pub fn of(metrics: &RaftMetrics<TypeConfig>) -> QuorumAck {
+        if metrics.state != ServerState::Leader {
+            return QuorumAck::NotLeader;
+        }
+        if metrics
+            .membership_config
+            .membership()
+            .voter_ids()
+            .eq([metrics.id])
+        {
+            return QuorumAck::SoleVoter;
+        }
+        QuorumAck::Since(
+            metrics
+                .last_quorum_acked
+                .map(|acked| openraft::Instant::elapsed(&*acked)),
+        )
+    }
+}
 
 /// The node's verdict on its own Raft: `None` while it runs, else why it failed.
 #[derive(Clone, Debug)]

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use zaris_raft::Raft;
 
 use crate::api::{Api, ApiCall, ApiReply, ForwardedCredential};
-use crate::health::Health;
+use crate::health::{Health, QuorumAck};
 use crate::node::{SHUTDOWN_GRACE, within_grace};
 
 pub async fn serve(
@@ -311,16 +311,7 @@ fn ready(raft: &Raft, health: &Health, election_timeout: Duration) -> (StatusCod
         );
     }
     let metrics = raft.metrics().borrow_watched().clone();
-    let sole_voter = metrics
-        .membership_config
-        .membership()
-        .voter_ids()
-        .eq([metrics.id]);
-    // A sole voter is its own quorum: it commits whenever its disk does.
-    if metrics.state == openraft::ServerState::Leader && !sole_voter {
-        let since_quorum_ack = metrics
-            .last_quorum_acked
-            .map(|acked| openraft::Instant::elapsed(&*acked));
+    if let QuorumAck::Since(since_quorum_ack) = QuorumAck::of(&metrics) {
         return match since_quorum_ack {
             Some(since) if since <= election_timeout => (StatusCode::OK, "ready\n".into()),
             Some(since) => (

@@ -19,6 +19,7 @@ use zaris_raft::StateHandle;
 
 use crate::clock::Clock;
 use crate::error::ApiError;
+use crate::health::QuorumAck;
 use crate::locks::LockWaiters;
 use crate::propose::Proposer;
 use crate::renew::RenewBatcher;
@@ -60,30 +61,16 @@ impl NodeContext {
     /// while in touch, for a sole voter (its own quorum), and before any leader was heard (a
     /// member starting up).
     pub fn cut_off_for(&self) -> Option<std::time::Duration> {
-        let raft = self.proposer.raft();
-        let leading = {
-            let metrics = raft.metrics();
-            let metrics = openraft::async_runtime::WatchReceiver::borrow_watched(&metrics);
-            if metrics.state != openraft::ServerState::Leader {
-                None
-            } else if metrics
-                .membership_config
-                .membership()
-                .voter_ids()
-                .eq([metrics.id])
-            {
-                return None;
-            } else {
-                Some(
-                    metrics
-                        .last_quorum_acked
-                        .map(|acked| openraft::Instant::elapsed(&*acked)),
-                )
-            }
+        let quorum = {
+            let metrics = self.proposer.raft().metrics();
+            QuorumAck::of(&openraft::async_runtime::WatchReceiver::borrow_watched(
+                &metrics,
+            ))
         };
-        match leading {
-            Some(since_quorum) => since_quorum,
-            None => self
+        match quorum {
+            QuorumAck::SoleVoter => None,
+            QuorumAck::Since(since_quorum_ack) => since_quorum_ack,
+            QuorumAck::NotLeader => self
                 .leader_contact
                 .silence(tokio::time::Instant::now())
                 .map(|(_, silence)| silence),
