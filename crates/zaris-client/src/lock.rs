@@ -100,12 +100,31 @@ pub struct LockHolder {
     pub token: FencingToken,
 }
 
+/// A Lock call's answer, as the cluster gave it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LockAnswer {
+    Answered(LockOutcome),
+    /// An Unlock of the lease applied after the revision the request was sent after; nothing
+    /// changed.
+    Overtaken,
+}
+
+/// How many times in a row [`Client::lock`] asks again after an Unlock of the same lease
+/// overtook its request: each time means another Unlock of the lease applied within one round
+/// trip, which only a lease unlocking without pause does.
+const MAX_OVERTAKEN: u32 = 16;
+
 impl Client {
     /// Acquires lock `name` for `lease`. Without `wait`, a lock held by another lease answers
     /// [`LockOutcome::Busy`]; with `wait`, the lease queues and the call blocks up to `timeout`
     /// for its turn, answering [`LockOutcome::Held`] or [`LockOutcome::Queued`]. A lease that
     /// does not exist is [`Error::LeaseNotFound`]. Idempotent per (name, lease), so retried
     /// freely.
+    ///
+    /// Each request says which revision this client had seen when it was sent, so a copy that
+    /// arrives after a later Unlock of the lease (this call abandoned, and the wait withdrawn)
+    /// changes nothing. An Unlock of the lease that overtakes a call still running (another
+    /// lock of the same lease released meanwhile) makes it ask again.
     pub async fn lock(
         &self,
         name: impl Into<String>,
@@ -113,12 +132,46 @@ impl Client {
         wait: bool,
         timeout: Duration,
     ) -> Result<LockOutcome, Error> {
+        let name = name.into();
+        let deadline = tokio::time::Instant::now().checked_add(timeout);
+        for _ in 0..MAX_OVERTAKEN {
+            let left = deadline.map_or(timeout, |at| {
+                at.saturating_duration_since(tokio::time::Instant::now())
+            });
+            let sent_after = self.seen_revision();
+            match self
+                .lock_sent_after(name.clone(), lease, wait, left, sent_after)
+                .await?
+            {
+                LockAnswer::Answered(outcome) => return Ok(outcome),
+                LockAnswer::Overtaken => continue,
+            }
+        }
+        Err(unexpected(
+            None,
+            format!(
+                "lock {name:?}: {MAX_OVERTAKEN} requests in a row overtaken by Unlocks of lease \
+                 {lease}"
+            ),
+        ))
+    }
+
+    /// One Lock call (retried as one request), sent after revision `sent_after`.
+    pub(crate) async fn lock_sent_after(
+        &self,
+        name: String,
+        lease: LeaseId,
+        wait: bool,
+        timeout: Duration,
+        sent_after: Revision,
+    ) -> Result<LockAnswer, Error> {
         let timeout = if wait { timeout } else { Duration::ZERO };
         let request = LockRequest {
-            name: name.into(),
+            name,
             lease: lease.get(),
             wait,
             timeout_ms: millis(timeout),
+            sent_after_revision: Some(sent_after.get()),
         };
         let spec = CallSpec::idempotent("Lock").with_extra_wait(timeout);
         let response = self
@@ -126,17 +179,19 @@ impl Client {
                 lock_service(channel).lock(req).await
             })
             .await?;
+        let answered = LockAnswer::Answered;
         match LockResult::try_from(response.result) {
-            Ok(LockResult::Held) => Ok(LockOutcome::Held {
+            Ok(LockResult::Held) => Ok(answered(LockOutcome::Held {
                 token: FencingToken::new(response.token),
-            }),
-            Ok(LockResult::Queued) => Ok(LockOutcome::Queued {
+            })),
+            Ok(LockResult::Queued) => Ok(answered(LockOutcome::Queued {
                 holder_lease: LeaseId::new(response.holder_lease),
                 position: response.queue_position,
-            }),
-            Ok(LockResult::Busy) => Ok(LockOutcome::Busy {
+            })),
+            Ok(LockResult::Busy) => Ok(answered(LockOutcome::Busy {
                 holder_lease: LeaseId::new(response.holder_lease),
-            }),
+            })),
+            Ok(LockResult::Overtaken) => Ok(LockAnswer::Overtaken),
             Ok(LockResult::LeaseNotFound) => Err(Error::LeaseNotFound { id: lease }),
             _ => Err(unexpected(
                 response.header.as_ref(),

@@ -20,6 +20,11 @@
 //!   decided before a new wait began has reached the cluster before that wait's first Lock call.
 //! - **The cluster may be out of reach** when the claim is abandoned: a give-back that fails is
 //!   tried again (the turn released in between) for as long as the lease may live.
+//! - **A Lock request may arrive after the give-back**, held up in the network or in a paused
+//!   process past its call's timeout, when no answer will ever come for it. Each request says
+//!   which revision this process had seen when it was sent (read before the wait is checked for
+//!   a give-back), so one that arrives after the give-back applied is refused as overtaken and
+//!   changes nothing.
 //! - **A release whose answer was lost may apply late**, when a new leader commits it. Until
 //!   then the lease holds the lock with that token, and a new wait of the lease is answered with
 //!   the same token, which the late release would free under the new guard. So the claim
@@ -28,13 +33,13 @@
 //!   nothing) and asks again, getting a higher token.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::lock::{LockOutcome, UnlockOutcome};
+use crate::lock::{LockAnswer, LockOutcome, UnlockOutcome};
 use tokio::task::JoinHandle;
 use zaris_types::{FencingToken, LeaseId};
 
@@ -158,7 +163,8 @@ const GIVE_BACK_RETRY_FIRST: Duration = Duration::from_millis(100);
 const GIVE_BACK_RETRY_MAX: Duration = Duration::from_secs(2);
 
 /// A Lock call running as its own task, so that dropping the waiter does not drop the call.
-type LockCall = JoinHandle<Result<LockOutcome, Error>>;
+/// `None`: the wait was given back before the call sent anything more.
+type LockCall = JoinHandle<Result<Option<LockOutcome>, Error>>;
 
 /// One wait of `lease` for lock `name`, from its first Lock call until it is kept (a guard takes
 /// over, or it ended without queueing) or given back (explicitly, or on drop).
@@ -171,6 +177,8 @@ pub(crate) struct QueuePlace {
     /// The Lock call whose answer has not been seen yet.
     in_flight: Option<LockCall>,
     armed: bool,
+    /// Set when the wait is given back: its Lock call sends nothing more after that.
+    given_back: Arc<AtomicBool>,
 }
 
 impl QueuePlace {
@@ -193,6 +201,7 @@ impl QueuePlace {
             claim,
             in_flight: None,
             armed: true,
+            given_back: Arc::default(),
         }
     }
 
@@ -204,33 +213,54 @@ impl QueuePlace {
         timeout: std::time::Duration,
     ) -> Result<LockOutcome, Error> {
         let (client, name, lease) = (self.client.clone(), self.name.clone(), self.lease);
-        let claim = self.claim.clone();
+        let (claim, given_back) = (self.claim.clone(), self.given_back.clone());
         let call = self.in_flight.insert(tokio::spawn(async move {
             let deadline = Instant::now().checked_add(timeout);
             loop {
+                // Read before the give-back is checked: a give-back not seen here is sent after
+                // this read, so it applies after this revision, and overtakes the request if
+                // the request arrives after it.
+                let sent_after = client.seen_revision();
+                if given_back.load(Ordering::SeqCst) {
+                    return Ok(None);
+                }
                 let left =
                     deadline.map_or(timeout, |at| at.saturating_duration_since(Instant::now()));
-                match client.lock(name.clone(), lease, wait, left).await? {
+                let answer = client
+                    .lock_sent_after(name.clone(), lease, wait, left, sent_after)
+                    .await?;
+                match answer {
+                    // An Unlock of the lease applied after `sent_after` (another guard's
+                    // release, say): ask again, as of now, unless the wait was given back.
+                    LockAnswer::Overtaken => {}
                     // The lease still holds the lock with a token it sent a release for (a
                     // dropped guard's, say) that has not applied yet, or whose answer was lost:
                     // that release may still apply, and would free the lock under a guard made
                     // with this token. Finish it, so the token can never hold again, and ask
                     // anew: the lease then gets a higher token, or waits.
-                    LockOutcome::Held { token } if claim.may_be_released(token) => {
+                    LockAnswer::Answered(LockOutcome::Held { token })
+                        if claim.may_be_released(token) =>
+                    {
                         release_for_good(&client, &name, lease, &claim, token).await?;
                     }
-                    outcome => return Ok(outcome),
+                    LockAnswer::Answered(outcome) => return Ok(Some(outcome)),
                 }
             }
         }));
         let answer = call.await;
         self.in_flight = None;
-        answer.unwrap_or_else(|joined| {
-            Err(unexpected(
+        match answer {
+            Ok(Ok(Some(outcome))) => Ok(outcome),
+            Ok(Ok(None)) => Err(unexpected(
+                None,
+                "a lock call after its wait was given back",
+            )),
+            Ok(Err(err)) => Err(err),
+            Err(joined) => Err(unexpected(
                 None,
                 format!("the lock call task failed: {joined}"),
-            ))
-        })
+            )),
+        }
     }
 
     /// The lock was granted: a guard takes over the claim.
@@ -258,6 +288,7 @@ impl QueuePlace {
     /// Gives the place back now: `Some(token)` if the lock had been handed over meanwhile (the
     /// caller keeps it, through the returned [`Holding`]), `None` once withdrawn.
     pub(crate) async fn withdraw_now(self) -> Result<Option<(FencingToken, Holding)>, Error> {
+        self.given_back.store(true, Ordering::SeqCst);
         let turn = self.claim.turn.lock().await;
         let outcome = self
             .client
@@ -287,6 +318,7 @@ impl Drop for QueuePlace {
         if !self.armed {
             return;
         }
+        self.given_back.store(true, Ordering::SeqCst);
         self.disarm();
         let giveback = GiveBack {
             client: self.client.clone(),
@@ -366,7 +398,8 @@ impl GiveBack {
         // of the call may have applied); only a definite answer that placed nothing is spared.
         let answer = call.await;
         let placed_nothing = match &answer {
-            Ok(Ok(outcome)) => !matches!(
+            Ok(Ok(None)) => true,
+            Ok(Ok(Some(outcome))) => !matches!(
                 outcome,
                 LockOutcome::Held { .. } | LockOutcome::Queued { .. }
             ),

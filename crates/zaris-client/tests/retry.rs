@@ -2,6 +2,7 @@
 //! scripted statuses (no Raft, no state machine): redirects, rotation, request-id reuse, outcome
 //! reporting, keepalive seq matching, cluster-id checks, and a lock release whose answer is lost.
 
+use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -63,6 +64,13 @@ struct State {
     lose_releases: bool,
     /// Releases lost so far, as (lease, token).
     late_releases: Vec<(u64, u64)>,
+    /// While set, a Lock request's entry is held up this long before it applies (a paused
+    /// leader, or a request held up in the network): the call is not answered before.
+    hold_locks: Option<Duration>,
+    /// Lock requests held up and not applied yet.
+    held_locks: u32,
+    /// Each lease's last Unlock, by revision: a Lock sent before it is OVERTAKEN.
+    unlocked_at: BTreeMap<u64, u64>,
 }
 
 /// The data a fake member's snapshot announces.
@@ -165,16 +173,41 @@ impl FakeMember {
 
 /// An Unlock applied to the fake's lock: with token 0 a withdrawal (nobody ever waits here).
 fn unlock_in(state: &mut State, lease: u64, token: u64) -> (UnlockResult, u64) {
+    // Every Unlock is an entry of its own; a withdrawal counts whatever it finds, a release only
+    // if it releases.
+    state.revision += 1;
+    if token == 0 {
+        state.unlocked_at.insert(lease, state.revision);
+    }
     match state.lock {
         Some((holder, held_with)) if holder == lease && token == 0 => {
             (UnlockResult::Held, held_with)
         }
         Some((holder, held_with)) if holder == lease && held_with == token => {
             state.lock = None;
-            state.revision += 1;
+            state.unlocked_at.insert(lease, state.revision);
             (UnlockResult::Released, 0)
         }
         _ => (UnlockResult::NotHolder, 0),
+    }
+}
+
+/// Applies a Lock of `lease`: (result, token, holder lease).
+fn lock_in(state: &mut State, lease: u64, sent_after: Option<u64>) -> (LockResult, u64, u64) {
+    state.revision += 1;
+    if let (Some(sent_after), Some(unlocked)) = (sent_after, state.unlocked_at.get(&lease))
+        && *unlocked > sent_after
+    {
+        return (LockResult::Overtaken, 0, 0);
+    }
+    match state.lock {
+        Some((holder, token)) if holder == lease => (LockResult::Held, token, 0),
+        Some((holder, _)) => (LockResult::Busy, 0, holder),
+        None => {
+            let token = state.revision;
+            state.lock = Some((lease, token));
+            (LockResult::Held, token, 0)
+        }
     }
 }
 
@@ -317,24 +350,32 @@ impl Lease for FakeMember {
 impl Lock for FakeMember {
     async fn lock(&self, request: Request<LockRequest>) -> Result<Response<LockResponse>, Status> {
         self.admit()?;
-        let lease = request.get_ref().lease;
-        let held = {
+        let LockRequest {
+            lease,
+            sent_after_revision,
+            ..
+        } = request.into_inner();
+        let hold = {
             let mut state = self.state();
             state.lose_releases = false;
-            match state.lock {
-                Some((holder, token)) if holder == lease => Ok(token),
-                Some((holder, _)) => Err(holder),
-                None => {
-                    state.revision += 1;
-                    let token = state.revision;
-                    state.lock = Some((lease, token));
-                    Ok(token)
-                }
-            }
+            state.held_locks += u32::from(state.hold_locks.is_some());
+            state.hold_locks
         };
-        let (result, token, holder_lease) = match held {
-            Ok(token) => (LockResult::Held, token, 0),
-            Err(holder) => (LockResult::Busy, 0, holder),
+        let (result, token, holder_lease) = match hold {
+            None => lock_in(&mut self.state(), lease, sent_after_revision),
+            Some(delay) => {
+                // Applies even if the caller gives up on the call: the entry is in the log.
+                let member = self.clone();
+                let applied = tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    let mut state = member.state();
+                    state.held_locks -= 1;
+                    lock_in(&mut state, lease, sent_after_revision)
+                });
+                applied
+                    .await
+                    .map_err(|e| Status::internal(format!("held lock: {e}")))?
+            }
         };
         Ok(Response::new(LockResponse {
             header: self.header(),
@@ -482,6 +523,9 @@ async fn start(id: u64, behavior: Behavior) -> (FakeMember, String) {
             lock: None,
             lose_releases: false,
             late_releases: Vec::new(),
+            hold_locks: None,
+            held_locks: 0,
+            unlocked_at: BTreeMap::new(),
         })),
     };
     let listener = match TcpListener::bind("127.0.0.1:0").await {
@@ -1006,4 +1050,57 @@ async fn a_lock_taken_again_while_its_release_is_in_doubt_gets_a_new_token() {
     assert!(second.is_held(), "the second guard should be held");
     let holder = member.state().lock;
     assert_eq!(holder, Some((77, second.token().get())));
+}
+
+/// A Lock request held up (in the network, or in a paused leader) past the give-back of its
+/// wait applies when nobody waits for it any more: it must take nothing, or the lease would hold
+/// the lock with no guard, kept alive by its keeper, until the lease ends. The give-back's
+/// second withdrawal, after the call's answer, cannot catch it: no answer ever comes.
+#[tokio::test]
+async fn a_lock_request_applied_after_its_wait_was_given_back_takes_nothing() {
+    let (member, address) = start(1, Behavior::Leader).await;
+    let client = client(
+        &[&address],
+        fast_options().with_timeout(Duration::from_millis(300)),
+    )
+    .await;
+    let lease = match client.lease(Duration::from_secs(30)).await {
+        Ok(lease) => lease,
+        Err(err) => panic!("lease: {err}"),
+    };
+    member.state().hold_locks = Some(Duration::from_millis(1_500));
+    let waited = tokio::time::timeout(
+        Duration::from_secs(10),
+        lease.lock_timeout("job", Duration::from_millis(100)),
+    )
+    .await;
+    match waited {
+        Ok(Ok(None)) | Ok(Err(_)) => {}
+        Ok(Ok(Some(guard))) => panic!("no Lock applied in time, yet a guard: {guard:?}"),
+        Err(_) => panic!("the wait did not end in 10 s"),
+    }
+    let held = member.state().held_locks;
+    assert!(held > 0, "no Lock request was held up");
+    let applied = tokio::time::timeout(Duration::from_secs(10), async {
+        while member.state().held_locks > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(applied.is_ok(), "the held Lock requests never applied");
+    // Give the client's background work (a give-back answered late) time to run.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        member.state().lock,
+        None,
+        "a Lock applied after its wait was given back took the lock, with no guard"
+    );
+
+    // A new wait takes it.
+    member.state().hold_locks = None;
+    match tokio::time::timeout(Duration::from_secs(10), lease.lock("job")).await {
+        Ok(Ok(guard)) => assert!(guard.is_held()),
+        Ok(Err(err)) => panic!("lock: {err}"),
+        Err(_) => panic!("the lock did not finish in 10 s"),
+    }
 }

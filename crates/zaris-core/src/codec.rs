@@ -22,16 +22,22 @@ use crate::state::State;
 /// encoding did not change.
 /// Version 7: command `GrantBound`, a lease granted with its keys (issue 13); the state's
 /// encoding did not change.
-pub const FORMAT_VERSION: u8 = 7;
+/// Version 8: `LockAcquire` carries `sent_after`, and the state ends with each lease's last
+/// Unlock revision (its lock epoch), so a Lock overtaken by a later Unlock changes nothing.
+pub const FORMAT_VERSION: u8 = 8;
 
 /// Format versions whose [`State`] encoding this release reads (see [`State::restore`]).
-pub const STATE_FORMAT_VERSIONS: [u8; 6] = [2, 3, 4, 5, 6, FORMAT_VERSION];
+pub const STATE_FORMAT_VERSIONS: [u8; 7] = [2, 3, 4, 5, 6, 7, FORMAT_VERSION];
 
 /// Versions whose state lacks the trailing `AuthState`.
 const STATE_VERSIONS_WITHOUT_AUTH: [u8; 2] = [2, 3];
 
 /// Versions whose limits lack `max_state_bytes`.
 const STATE_VERSIONS_WITHOUT_QUOTA: [u8; 3] = [2, 3, 4];
+
+/// An empty map, as the state's last field (the lock epochs, which versions before 8 lack)
+/// encodes it: its length, 0.
+const NO_LOCK_EPOCHS: [u8; 1] = [0];
 
 /// The limits as versions 2 to 4 encode them: [`crate::limits::Limits`] without its last field.
 #[derive(serde::Deserialize)]
@@ -50,11 +56,31 @@ struct LimitsWithoutQuota {
     dedup_max_bytes: u64,
 }
 
-/// Rewrites a state record of version 2, 3 or 4 as this version's: the limits get the default
-/// quota, and versions 2 and 3 an empty `AuthState` at the end (bincode writes fields one after
-/// another, untagged, so the rest of the encoding is the same).
+/// Rewrites a state record of an older version ([`STATE_FORMAT_VERSIONS`]) as this version's:
+/// before version 5 the limits get the default quota, versions 2 and 3 an empty `AuthState`
+/// after the rest, and every older version no lock epochs at the very end (bincode writes
+/// fields one after another, untagged, so the rest of the encoding is the same).
 fn upgrade_state(bytes: &[u8]) -> Result<Vec<u8>, CodecError> {
     let (&version, body) = bytes.split_first().ok_or(CodecError::Empty)?;
+    let mut upgraded = if STATE_VERSIONS_WITHOUT_QUOTA.contains(&version) {
+        add_quota(body)?
+    } else {
+        let mut same = Vec::with_capacity(bytes.len() + NO_LOCK_EPOCHS.len());
+        same.push(FORMAT_VERSION);
+        same.extend_from_slice(body);
+        same
+    };
+    if STATE_VERSIONS_WITHOUT_AUTH.contains(&version) {
+        let no_auth = encode(&crate::auth::AuthState::default())?;
+        upgraded.extend_from_slice(&no_auth[1..]);
+    }
+    upgraded.extend_from_slice(&NO_LOCK_EPOCHS);
+    Ok(upgraded)
+}
+
+/// A version-2 to -4 state `body` as a record of this version whose limits end with the
+/// default quota.
+fn add_quota(body: &[u8]) -> Result<Vec<u8>, CodecError> {
     let (old, used): (LimitsWithoutQuota, usize) =
         bincode::serde::decode_from_slice(body, config())
             .map_err(|e| CodecError::Decode(e.to_string()))?;
@@ -75,10 +101,6 @@ fn upgrade_state(bytes: &[u8]) -> Result<Vec<u8>, CodecError> {
     };
     let mut upgraded = encode(&limits)?;
     upgraded.extend_from_slice(&body[used..]);
-    if STATE_VERSIONS_WITHOUT_AUTH.contains(&version) {
-        let no_auth = encode(&crate::auth::AuthState::default())?;
-        upgraded.extend_from_slice(&no_auth[1..]);
-    }
     Ok(upgraded)
 }
 
@@ -198,8 +220,9 @@ impl State {
 
     /// Rebuilds a state from [`State::snapshot`] bytes, checking its invariants. A state of an
     /// older version ([`STATE_FORMAT_VERSIONS`]) is upgraded: no users, roles or owners before
-    /// version 4, and before version 5 the default quota, or the state's own size where that is
-    /// larger (so that every write that fitted before still fits).
+    /// version 4, before version 5 the default quota, or the state's own size where that is
+    /// larger (so that every write that fitted before still fits), and before version 8 no lock
+    /// epochs (no Lock sent earlier is refused as overtaken).
     pub fn restore(bytes: &[u8]) -> Result<State, CodecError> {
         if bytes.len() > MAX_SNAPSHOT_BYTES {
             return Err(CodecError::TooLarge {
@@ -207,13 +230,15 @@ impl State {
                 max: MAX_SNAPSHOT_BYTES,
             });
         }
-        let legacy = bytes
-            .first()
-            .is_some_and(|v| STATE_VERSIONS_WITHOUT_QUOTA.contains(v));
-        let mut state: State = if legacy {
-            decode_unchecked(&upgrade_state(bytes)?, usize::MAX)?
+        let version = *bytes.first().ok_or(CodecError::Empty)?;
+        if !STATE_FORMAT_VERSIONS.contains(&version) {
+            return Err(CodecError::UnknownVersion { found: version });
+        }
+        let legacy = STATE_VERSIONS_WITHOUT_QUOTA.contains(&version);
+        let mut state: State = if version == FORMAT_VERSION {
+            decode_unchecked(bytes, MAX_SNAPSHOT_BYTES)?
         } else {
-            decode_versions(bytes, MAX_SNAPSHOT_BYTES, &STATE_FORMAT_VERSIONS)?
+            decode_unchecked(&upgrade_state(bytes)?, usize::MAX)?
         };
         state.restored(legacy);
         state

@@ -154,6 +154,9 @@ pub enum LockOutcome {
         holder: LeaseId,
         token: FencingToken,
     },
+    /// Nothing changed: an Unlock of the lease applied after the request's `sent_after`, so the
+    /// caller had moved on when it arrived (it may ask again, as of a later revision).
+    Overtaken,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

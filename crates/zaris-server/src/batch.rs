@@ -294,6 +294,7 @@ mod tests {
             name: name.into(),
             lease: LeaseId::new(lease),
             wait: true,
+            sent_after: None,
         }
     }
 

@@ -146,6 +146,12 @@ pub struct State {
     /// Users, roles and lease owners. Last, so that a state encoded before auth existed (format
     /// versions 2 and 3) decodes as itself with an empty `AuthState` appended (`State::restore`).
     auth: AuthState,
+    /// For each live lease that had an Unlock (a release, or a withdrawal from a queue) applied,
+    /// the revision of the last one: a Lock sent before it is refused ([`Command::LockAcquire`]'s
+    /// `sent_after`). Last, so that a state of an older format decodes as itself with an empty
+    /// map appended. At most one entry per lease, within what [`size::LEASE_BYTES`] charges.
+    #[serde(with = "crate::state::persistent::ord_map")]
+    lock_epochs: OrdMap<LeaseId, Revision>,
     /// What the quota measures (`size.rs`). Derived, not state: counted again on restore.
     #[serde(skip)]
     footprint: size::Footprint,
@@ -175,6 +181,7 @@ impl State {
             locks: OrdMap::new(),
             dedup: Dedup::default(),
             auth: AuthState::default(),
+            lock_epochs: OrdMap::new(),
             footprint: size::Footprint::default(),
             faults: crate::faults::Faults::default(),
         };
@@ -391,13 +398,16 @@ impl State {
                 })
             }
             Command::Txn(txn) => self.txn(rev, txn, fx),
-            Command::LockAcquire { name, lease, wait } => {
-                self.lock_acquire(rev, name, *lease, *wait, fx)
-            }
+            Command::LockAcquire {
+                name,
+                lease,
+                wait,
+                sent_after,
+            } => self.lock_acquire(rev, name, *lease, *wait, *sent_after, fx),
             Command::LockRelease { name, lease, token } => {
                 self.lock_release(rev, name, *lease, *token, fx)
             }
-            Command::LockCancel { name, lease } => Ok(self.lock_cancel(name, *lease)),
+            Command::LockCancel { name, lease } => Ok(self.lock_cancel(rev, name, *lease)),
             Command::SetLimits(limits) => {
                 // Bounds apply to what is admitted from now on; what exists stays (a lock may keep
                 // more waiters than a lowered limit allows until they leave). The quota is the
@@ -832,6 +842,17 @@ impl State {
                 {
                     return Err(format!("lock {name:?} waiter {waiter} is not live"));
                 }
+            }
+        }
+        for (id, epoch) in &self.lock_epochs {
+            let lease = self
+                .leases
+                .get(id)
+                .ok_or_else(|| format!("lock epoch of lease {id}, which is not live"))?;
+            if *epoch > self.last_applied || *epoch < lease.granted_revision {
+                return Err(format!(
+                    "lease {id} unlocked at revision {epoch}, outside its life"
+                ));
             }
         }
         for (id, owner) in self.auth.lease_owners() {

@@ -15,8 +15,9 @@ use crate::outcome::Rejection;
 /// Charged per key beyond its bytes: three revisions, a version and a lease id, lengths, and the
 /// lease's index entry (which also holds the key again, charged separately).
 const KEY_OVERHEAD_BYTES: u64 = 96;
-/// Charged per lease: its record (about 60 bytes) and its owner's entry in the owner table (at
-/// most 160 bytes: a 128-byte name, or `deleted user ` and one).
+/// Charged per lease: its record (about 60 bytes), its owner's entry in the owner table (at
+/// most 160 bytes: a 128-byte name, or `deleted user ` and one) and its lock epoch (at most 18
+/// bytes: two integers).
 pub const LEASE_BYTES: u64 = 256;
 /// Charged per place in a lock (its holder or a waiter) beyond twice the name: the name sits in
 /// the lock table and in the lease's own list.

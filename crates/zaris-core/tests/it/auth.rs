@@ -482,7 +482,7 @@ fn an_owner_is_forgotten_with_its_lease_and_unowned_leases_stay_usable() {
 }
 
 #[test]
-fn auth_survives_a_snapshot_and_version_3_and_4_backups_restore_without_what_they_lack() {
+fn auth_survives_a_snapshot_and_version_3_to_7_backups_restore_without_what_they_lack() {
     let mut log = tenants();
     let owned = grant_as(&mut log, "a");
     let bytes = log.state.snapshot().expect("snapshot");
@@ -490,12 +490,18 @@ fn auth_survives_a_snapshot_and_version_3_and_4_backups_restore_without_what_the
     assert_eq!(restored, log.state);
     assert_eq!(restored.auth().lease_owner(owned), Some("a"));
 
-    // A version-4 state is this encoding without the quota, the limits' last field; a version-3
-    // one also lacks the trailing AuthState (empty: 4 zero bytes).
+    // A version-7 state (5 and 6 alike) is this encoding without the trailing lock epochs
+    // (empty: one zero byte); a version-4 one also lacks the quota, the limits' last field; a
+    // version-3 one also the AuthState before the epochs (empty: 4 zero bytes).
     let mut plain = Log::new(Limits::default());
     let id = super::grant(&mut plain);
     plain.apply(put("k", id)).expect("put");
-    let current = plain.state.snapshot().expect("snapshot");
+    let with_epochs = plain.state.snapshot().expect("snapshot");
+    assert_eq!(with_epochs.last(), Some(&0), "no lock epochs");
+    let mut current = with_epochs[..with_epochs.len() - 1].to_vec();
+    current[0] = 7;
+    let restored = State::restore(&current).expect("a version-7 backup restores");
+    assert_eq!(restored, plain.state);
     let limits_end = codec::encoded_size(&Limits::default()).expect("size");
     let quota_len = codec::encoded_size(&Limits::default().max_state_bytes).expect("size") - 1;
     let mut version_4 = current[..limits_end - quota_len].to_vec();

@@ -82,8 +82,15 @@ fn snapshot_restores_an_equal_state_with_an_equal_digest() {
         name: "m".into(),
         lease,
         wait: true,
+        sent_after: None,
     })
     .expect("lock");
+    // A lock epoch (an Unlock of the lease) is part of the state too.
+    log.apply(Command::LockCancel {
+        name: "other".into(),
+        lease,
+    })
+    .expect("withdraw");
     let bytes = log.state.snapshot().expect("snapshot");
     let restored = State::restore(&bytes).expect("restore");
     assert_eq!(restored, log.state);

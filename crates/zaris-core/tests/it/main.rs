@@ -81,6 +81,17 @@ pub fn acquire(name: &str, lease: LeaseId, wait: bool) -> Command {
         name: name.into(),
         lease,
         wait,
+        sent_after: None,
+    }
+}
+
+/// A waiting Lock whose caller had seen revision `sent_after` applied when it sent it.
+pub fn acquire_sent_after(name: &str, lease: LeaseId, sent_after: Revision) -> Command {
+    Command::LockAcquire {
+        name: name.into(),
+        lease,
+        wait: true,
+        sent_after: Some(sent_after),
     }
 }
 

@@ -60,6 +60,8 @@ struct Model {
     kv: BTreeMap<Vec<u8>, KeyValue>,
     leases: BTreeMap<LeaseId, MLease>,
     locks: BTreeMap<String, MLock>,
+    /// Each live lease's last Unlock (release or withdrawal): a Lock sent before it is overtaken.
+    unlocked_at: BTreeMap<LeaseId, Revision>,
     /// `(client_id, seq)`, applied revision, the response (`None`: too large to keep).
     dedup: Vec<((u64, u64), Revision, Option<Response>)>,
     dedup_forgotten_through: Revision,
@@ -253,6 +255,7 @@ impl Model {
                 deleted += 1;
             }
             self.leases.remove(id);
+            self.unlocked_at.remove(id);
             for (name, lock) in self.locks.iter_mut() {
                 lock.waiters.retain(|w| w != id);
                 if lock.holder == *id {
@@ -454,9 +457,19 @@ impl Model {
                 }
                 Ok(Outcome::Txn { succeeded, results })
             }
-            Command::LockAcquire { name, lease, wait } => {
+            Command::LockAcquire {
+                name,
+                lease,
+                wait,
+                sent_after,
+            } => {
                 if !self.leases.contains_key(lease) {
                     return Err(Rejection::LeaseNotFound(*lease));
+                }
+                if sent_after
+                    .is_some_and(|sent| self.unlocked_at.get(lease).is_some_and(|at| *at > sent))
+                {
+                    return Ok(Outcome::Lock(LockOutcome::Overtaken));
                 }
                 let max = self.limits.max_waiters_per_lock;
                 let Some(lock) = self.locks.get_mut(name) else {
@@ -510,6 +523,7 @@ impl Model {
                 if lock.holder != *lease || lock.token != *token {
                     return not_holder;
                 }
+                self.unlocked_at.insert(*lease, rev);
                 if lock.waiters.is_empty() {
                     self.locks.remove(name);
                     return Ok(Outcome::Unlocked { next: None });
@@ -533,6 +547,9 @@ impl Model {
                 "a batch cannot be nested in another".into(),
             )),
             Command::LockCancel { name, lease } => {
+                if self.leases.contains_key(lease) {
+                    self.unlocked_at.insert(*lease, rev);
+                }
                 let Some(lock) = self.locks.get_mut(name) else {
                     return Ok(Outcome::Cancelled(CancelOutcome::NotWaiting));
                 };
@@ -656,6 +673,8 @@ enum Op {
         name: String,
         lease: LeaseId,
         wait: bool,
+        /// Sent after the revision this many entries back (`None`: unchecked).
+        sent_lag: Option<u64>,
     },
     Release {
         name: String,
@@ -758,6 +777,11 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// How far behind the applied revision a Lock says it was sent: unchecked, or 0 to 3 entries.
+fn sent_lag() -> impl Strategy<Value = Option<u64>> {
+    prop::option::of(0u64..4)
+}
+
 /// The operations a batch may carry.
 fn batchable_op() -> impl Strategy<Value = Op> {
     prop_oneof![
@@ -767,7 +791,7 @@ fn batchable_op() -> impl Strategy<Value = Op> {
             .prop_map(|(id, ttl_ms, keys)| Op::GrantBound { id: LeaseId::new(id), ttl_ms: DurationMs::new(ttl_ms), keys }),
         4 => (key(), value(), lease_id(), guard(), any::<bool>())
             .prop_map(|(key, value, lease, guard, prev_kv)| Op::Put { key, value, lease, guard, prev_kv }),
-        3 => (lock_name(), lease_id(), any::<bool>()).prop_map(|(name, lease, wait)| Op::Acquire { name, lease, wait }),
+        3 => (lock_name(), lease_id(), any::<bool>(), sent_lag()).prop_map(|(name, lease, wait, sent_lag)| Op::Acquire { name, lease, wait, sent_lag }),
         2 => (lock_name(), lease_id(), token_pick()).prop_map(|(name, lease, token)| Op::Release { name, lease, token }),
         1 => (lock_name(), lease_id()).prop_map(|(name, lease)| Op::Cancel { name, lease }),
     ]
@@ -788,7 +812,7 @@ fn single_op() -> impl Strategy<Value = Op> {
         3 => (selector(), guard(), any::<bool>()).prop_map(|(selector, guard, prev_kv)| Op::Delete { selector, guard, prev_kv }),
         3 => (prop::collection::vec(compare(), 0..3), prop::collection::vec(txn_op(), 0..3), prop::collection::vec(txn_op(), 0..3), guard())
             .prop_map(|(compares, success, failure, guard)| Op::Txn { compares, success, failure, guard }),
-        5 => (lock_name(), lease_id(), any::<bool>()).prop_map(|(name, lease, wait)| Op::Acquire { name, lease, wait }),
+        5 => (lock_name(), lease_id(), any::<bool>(), sent_lag()).prop_map(|(name, lease, wait, sent_lag)| Op::Acquire { name, lease, wait, sent_lag }),
         3 => (lock_name(), lease_id(), token_pick()).prop_map(|(name, lease, token)| Op::Release { name, lease, token }),
         1 => (lock_name(), lease_id()).prop_map(|(name, lease)| Op::Cancel { name, lease }),
         1 => Just(Op::SnapshotRestore),
@@ -884,7 +908,17 @@ fn to_command(model: &Model, op: &Op) -> Option<Command> {
             failure,
             guard: resolve_guard(model, &guard),
         }),
-        Op::Acquire { name, lease, wait } => Command::LockAcquire { name, lease, wait },
+        Op::Acquire {
+            name,
+            lease,
+            wait,
+            sent_lag,
+        } => Command::LockAcquire {
+            name,
+            lease,
+            wait,
+            sent_after: sent_lag.map(|lag| Revision::new(model.last.get().saturating_sub(lag))),
+        },
         Op::Release { name, lease, token } => {
             let token = resolve_token(model, &name, token);
             Command::LockRelease { name, lease, token }

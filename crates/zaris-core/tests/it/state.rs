@@ -7,7 +7,7 @@ use zaris_core::{
     Txn, TxnOp,
 };
 
-use super::{Log, TTL, acquire, grant};
+use super::{Log, TTL, acquire, acquire_sent_after, grant};
 
 fn put(key: &str, value: &str, lease: LeaseId) -> Command {
     Command::Put {
@@ -1287,6 +1287,94 @@ fn cancel_withdraws_a_waiter_or_reports_the_lock_held() {
         log.apply(cancel(a)),
         Ok(Outcome::Cancelled(CancelOutcome::Held { token }))
     );
+}
+
+/// A wait given back before its Lock arrived: the withdrawal finds nothing, and the Lock,
+/// proposed after it, must not queue the lease (it would hold the lock in turn, with nobody to
+/// release it). A Lock sent after the withdrawal, or unchecked, queues as before.
+#[test]
+fn a_lock_overtaken_by_a_later_unlock_of_its_lease_changes_nothing() {
+    let mut log = Log::new(Limits::default());
+    let (a, b) = (grant(&mut log), grant(&mut log));
+    held_token(log.apply(acquire("m", a, true)));
+    let sent_after = log.rev();
+    let unrelated = grant(&mut log);
+    log.apply(Command::Revoke { id: unrelated })
+        .expect("an unrelated entry");
+    let withdrawal = log.rev();
+    assert_eq!(
+        log.apply(Command::LockCancel {
+            name: "m".into(),
+            lease: b,
+        }),
+        Ok(Outcome::Cancelled(CancelOutcome::NotWaiting))
+    );
+    let late = log.apply(acquire_sent_after("m", b, sent_after));
+    assert_eq!(late, Ok(Outcome::Lock(LockOutcome::Overtaken)));
+    assert_eq!(log.state.lock("m").expect("held").waiters, vec![]);
+    // Sent as of the withdrawal's own revision: the caller had seen it, so it is not overtaken.
+    assert_eq!(
+        log.apply(acquire_sent_after("m", b, withdrawal)),
+        Ok(Outcome::Lock(LockOutcome::Queued { position: 1 }))
+    );
+    // Any other lease's Lock is unaffected, checked or not.
+    let c = grant(&mut log);
+    assert_eq!(
+        log.apply(acquire_sent_after("m", c, sent_after)),
+        Ok(Outcome::Lock(LockOutcome::Queued { position: 2 }))
+    );
+}
+
+/// A release counts as an Unlock too: a copy of the Lock that got the lock, held up in the
+/// network past the release, must not take the lock again; and the lease's epoch goes with it.
+#[test]
+fn a_release_overtakes_earlier_locks_of_its_lease_until_the_lease_ends() {
+    let mut log = Log::new(Limits::default());
+    let a = grant(&mut log);
+    let sent_after = log.rev();
+    let token = held_token(log.apply(acquire_sent_after("m", a, sent_after)));
+    log.apply(Command::LockRelease {
+        name: "m".into(),
+        lease: a,
+        token,
+    })
+    .expect("release");
+    assert_eq!(
+        log.apply(acquire_sent_after("m", a, sent_after)),
+        Ok(Outcome::Lock(LockOutcome::Overtaken))
+    );
+    assert_eq!(log.state.lock("m"), None, "nobody holds it");
+    // A refused release (a stale token) changes nothing, the epoch included.
+    let now = log.rev();
+    let again = held_token(log.apply(acquire_sent_after("m", a, now)));
+    assert_rejected(
+        &mut log,
+        Command::LockRelease {
+            name: "m".into(),
+            lease: a,
+            token,
+        },
+        Rejection::NotHolder {
+            lock: "m".into(),
+            lease: a,
+            token,
+        },
+    );
+    assert!(matches!(
+        log.apply(acquire_sent_after("n", a, now)),
+        Ok(Outcome::Lock(LockOutcome::Held { .. }))
+    ));
+    assert!(again > token);
+    // A withdrawal for a lease that does not exist records nothing (nothing to grow the state):
+    // `Log` checks the invariants after every entry, and an epoch of a dead lease breaks one.
+    log.apply(Command::Revoke { id: a }).expect("revoke");
+    log.apply(Command::LockCancel {
+        name: "m".into(),
+        lease: a,
+    })
+    .expect("withdraw");
+    let restored = State::restore(&log.state.snapshot().expect("snapshot")).expect("restore");
+    assert_eq!(restored, log.state);
 }
 
 #[test]

@@ -1,9 +1,10 @@
 //! Lock, Unlock, LockStatus and LockList: requests in (the Lock call's wait is the server's business, see
-//! [`lock_wait_ms`]), answers out (HELD, QUEUED, BUSY, RELEASED, WITHDRAWN, NOT_HOLDER as values).
+//! [`lock_wait_ms`]), answers out (HELD, QUEUED, BUSY, OVERTAKEN, RELEASED, WITHDRAWN, NOT_HOLDER
+//! as values).
 
 use zaris_core::{
     CancelOutcome, Command, FencingToken, LeaseId, Limits, LockInfo, LockOutcome, Outcome,
-    Rejection, Request, Response,
+    Rejection, Request, Response, Revision,
 };
 use zaris_proto::v1::{self, ResponseHeader};
 
@@ -17,6 +18,7 @@ pub fn lock_request(request: v1::LockRequest, limits: &Limits) -> Result<Request
         name: request.name,
         lease: LeaseId::new(request.lease),
         wait: request.wait,
+        sent_after: request.sent_after_revision.map(Revision::new),
     };
     validated(None, command, limits)
 }
@@ -81,6 +83,9 @@ pub fn lock_response(
             // The holder's token is not the caller's business: `token` is for HELD only.
             answer.result = v1::LockResult::Busy.into();
             answer.holder_lease = holder.get();
+        }
+        Ok(Outcome::Lock(LockOutcome::Overtaken)) => {
+            answer.result = v1::LockResult::Overtaken.into();
         }
         Err(Rejection::LeaseNotFound(_)) => {
             answer.result = v1::LockResult::LeaseNotFound.into();
@@ -181,6 +186,7 @@ mod tests {
                 lease: 5,
                 wait: true,
                 timeout_ms: 100,
+                sent_after_revision: Some(7),
             },
             &small(),
         ));
@@ -189,7 +195,8 @@ mod tests {
             Request::new(Command::LockAcquire {
                 name: "job".into(),
                 lease: LeaseId::new(5),
-                wait: true
+                wait: true,
+                sent_after: Some(Revision::new(7)),
             })
         );
         let lock = |name: &str, lease| v1::LockRequest {
@@ -216,6 +223,7 @@ mod tests {
             lease: 1,
             wait,
             timeout_ms,
+            sent_after_revision: None,
         };
         assert_eq!(ok(lock_wait_ms(&lock(false, 1_000_000), 500)), 0);
         assert_eq!(ok(lock_wait_ms(&lock(true, 0), 500)), 0);

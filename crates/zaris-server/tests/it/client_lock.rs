@@ -336,6 +336,7 @@ async fn a_lock_call_cancelled_while_it_waits_leaves_no_wait_behind() {
         lease: waiter.id.get(),
         wait: true,
         timeout_ms: 60_000,
+        sent_after_revision: None,
     });
     // Cancelled by the client while the node waits (the stream is reset).
     assert!(
@@ -350,6 +351,85 @@ async fn a_lock_call_cancelled_while_it_waits_leaves_no_wait_behind() {
         || async { (cluster.node(leader).lock_waits() == 0).then_some(()) },
     )
     .await;
+    assert_eq!(client.lock_status("busy").await.expect("status").waiters, 1);
+    cluster.shutdown().await;
+}
+
+/// A Lock request that reaches the leader after its caller withdrew the wait (held up in the
+/// network, or in a paused process) says when it was sent, and the cluster refuses it as
+/// OVERTAKEN: it must not queue the lease again, which would then hold the lock with no guard.
+/// Over a real cluster's API: the proto field, the conversion, the replicated check, and the
+/// epoch surviving a restart (it is replicated state).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_request_sent_before_its_lease_withdrew_is_overtaken() {
+    use zaris_client::proto::lock_client::LockClient;
+    use zaris_client::proto::{LockRequest, LockResult, UnlockRequest, UnlockResult};
+
+    async fn raw(address: String) -> LockClient<tonic::transport::Channel> {
+        LockClient::connect(format!("http://{address}"))
+            .await
+            .expect("connect")
+    }
+
+    let mut cluster = TestCluster::start(1).await;
+    let leader = cluster.leader().await;
+    let client = cluster.client(&[leader]).await;
+    let holder = client.lease(Duration::from_secs(60)).await.expect("lease");
+    let _held = holder.lock("busy").await.expect("lock");
+    let waiter = client.grant(Duration::from_secs(60)).await.expect("grant");
+    let sent_after = client.seen_revision().get();
+    let lock = |sent_after_revision| LockRequest {
+        name: "busy".into(),
+        lease: waiter.id.get(),
+        wait: true,
+        timeout_ms: 0,
+        sent_after_revision,
+    };
+    // The give-back arrives first, and finds nothing to withdraw.
+    let withdrawn = raw(cluster.address(leader))
+        .await
+        .unlock(UnlockRequest {
+            name: "busy".into(),
+            lease: waiter.id.get(),
+            token: 0,
+            request_id: None,
+        })
+        .await
+        .expect("withdraw")
+        .into_inner();
+    assert_eq!(withdrawn.result(), UnlockResult::NotHolder);
+    let withdrawn_at = withdrawn.header.expect("header").revision;
+
+    // Then the Lock it gave back.
+    let late = raw(cluster.address(leader))
+        .await
+        .lock(lock(Some(sent_after)))
+        .await
+        .expect("lock")
+        .into_inner();
+    assert_eq!(late.result(), LockResult::Overtaken);
+    assert!(late.header.expect("header").revision > withdrawn_at);
+    assert_eq!(client.lock_status("busy").await.expect("status").waiters, 0);
+
+    // Still so after the member restarts from what it stored.
+    cluster.stop(leader).await;
+    cluster.restart(leader).await;
+    let leader = cluster.leader().await;
+    let late = raw(cluster.address(leader))
+        .await
+        .lock(lock(Some(sent_after)))
+        .await
+        .expect("lock")
+        .into_inner();
+    assert_eq!(late.result(), LockResult::Overtaken);
+    // Sent as of the withdrawal, a Lock queues as before.
+    let queued = raw(cluster.address(leader))
+        .await
+        .lock(lock(Some(withdrawn_at)))
+        .await
+        .expect("lock")
+        .into_inner();
+    assert_eq!(queued.result(), LockResult::Queued);
     assert_eq!(client.lock_status("busy").await.expect("status").waiters, 1);
     cluster.shutdown().await;
 }
