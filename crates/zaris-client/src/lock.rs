@@ -112,7 +112,17 @@ pub(crate) enum LockAnswer {
 /// How many times in a row [`Client::lock`] asks again after an Unlock of the same lease
 /// overtook its request: each time means another Unlock of the lease applied within one round
 /// trip, which only a lease unlocking without pause does.
-const MAX_OVERTAKEN: u32 = 16;
+pub(crate) const MAX_OVERTAKEN: u32 = 16;
+
+/// The error of a Lock call overtaken [`MAX_OVERTAKEN`] times in a row.
+pub(crate) fn overtaken_too_often(name: &str, lease: LeaseId) -> Error {
+    unexpected(
+        None,
+        format!(
+            "lock {name:?}: {MAX_OVERTAKEN} requests in a row overtaken by Unlocks of lease {lease}"
+        ),
+    )
+}
 
 impl Client {
     /// Acquires lock `name` for `lease`. Without `wait`, a lock held by another lease answers
@@ -147,13 +157,7 @@ impl Client {
                 LockAnswer::Overtaken => continue,
             }
         }
-        Err(unexpected(
-            None,
-            format!(
-                "lock {name:?}: {MAX_OVERTAKEN} requests in a row overtaken by Unlocks of lease \
-                 {lease}"
-            ),
-        ))
+        Err(overtaken_too_often(&name, lease))
     }
 
     /// One Lock call (retried as one request), sent after revision `sent_after`.

@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::lock::{LockAnswer, LockOutcome, UnlockOutcome};
+use crate::lock::{LockAnswer, LockOutcome, MAX_OVERTAKEN, UnlockOutcome, overtaken_too_often};
 use tokio::task::JoinHandle;
 use zaris_types::{FencingToken, LeaseId};
 
@@ -216,6 +216,7 @@ impl QueuePlace {
         let (claim, given_back) = (self.claim.clone(), self.given_back.clone());
         let call = self.in_flight.insert(tokio::spawn(async move {
             let deadline = Instant::now().checked_add(timeout);
+            let mut overtaken = 0;
             loop {
                 // Read before the give-back is checked: a give-back not seen here is sent after
                 // this read, so it applies after this revision, and overtakes the request if
@@ -232,7 +233,8 @@ impl QueuePlace {
                 match answer {
                     // An Unlock of the lease applied after `sent_after` (another guard's
                     // release, say): ask again, as of now, unless the wait was given back.
-                    LockAnswer::Overtaken => {}
+                    LockAnswer::Overtaken if overtaken < MAX_OVERTAKEN => overtaken += 1,
+                    LockAnswer::Overtaken => return Err(overtaken_too_often(&name, lease)),
                     // The lease still holds the lock with a token it sent a release for (a
                     // dropped guard's, say) that has not applied yet, or whose answer was lost:
                     // that release may still apply, and would free the lock under a guard made

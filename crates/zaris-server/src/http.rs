@@ -187,7 +187,13 @@ impl AllowedHosts {
     pub fn new(names: impl IntoIterator<Item = String>) -> Self {
         let mut names: Vec<String> = names
             .into_iter()
-            .map(|name| name.trim_end_matches('.').to_ascii_lowercase())
+            // As a Host header is read: `console.example:9001` and ` console.example` (a list
+            // written with spaces after its commas) mean `console.example`.
+            .map(|name| {
+                host_name(name.trim())
+                    .trim_end_matches('.')
+                    .to_ascii_lowercase()
+            })
             .filter(|name| !name.is_empty())
             .collect();
         names.sort();
@@ -342,8 +348,15 @@ mod tests {
 
     #[test]
     fn the_console_answers_for_addresses_localhost_and_the_names_it_was_given() {
-        let allowed = AllowedHosts::new(["Zaris-1".to_owned(), "console.example.".to_owned()]);
+        let allowed = AllowedHosts::new([
+            "Zaris-1".to_owned(),
+            "console.example.".to_owned(),
+            " spaced.example".to_owned(),
+            "ported.example:9001".to_owned(),
+        ]);
         for host in [
+            "spaced.example",
+            "ported.example:9001",
             "127.0.0.1:9001",
             "10.1.2.3",
             "[::1]:9001",

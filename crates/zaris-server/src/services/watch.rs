@@ -515,7 +515,6 @@ impl StreamTask {
         Ok(())
     }
 
-    /// Tells every open watch that the member is stopping, as far as the client reads in time.
     /// How long this member has been cut off from the cluster, once that is longer than
     /// [`CUT_OFF_AFTER_ELECTION_TIMEOUTS`] election timeouts: a failover takes well under one.
     fn cut_off(&self) -> Option<Duration> {
@@ -557,6 +556,7 @@ impl StreamTask {
         Ok(())
     }
 
+    /// Tells every open watch that the member is stopping, as far as the client reads in time.
     async fn notify_shutdown(&mut self, outbox: &Outbox) {
         let head = self.hub.head();
         let ids: Vec<u64> = self.watches.keys().copied().collect();
