@@ -377,6 +377,22 @@ impl AuthState {
             .is_some_and(|u| u.roles.contains(ADMIN_ROLE))
     }
 
+    /// The user whose token hashes to `hash`. Every user's hash is compared, each in constant
+    /// time, so how long the lookup takes tells nothing of how near a wrong token's hash came to
+    /// a stored one, nor which user matched.
+    fn user_with_token(&self, hash: &[u8; 32]) -> Option<&str> {
+        use subtle::ConstantTimeEq as _;
+        let mut found = None;
+        for (name, user) in &self.users {
+            if let Some(stored) = &user.token_sha256
+                && bool::from(stored.ct_eq(hash))
+            {
+                found = Some(name.as_str());
+            }
+        }
+        found
+    }
+
     /// Resolves a credential to a caller. A token must belong to a user, enabled or not (a wrong
     /// token is a mistake worth saying); a certificate that names no user is anonymous. With auth
     /// enabled, anonymous callers are refused.
@@ -385,10 +401,8 @@ impl AuthState {
             Credential::Anonymous => None,
             Credential::Certificate(name) => self.users.contains_key(name).then(|| name.clone()),
             Credential::Token(hash) => Some(
-                self.users
-                    .iter()
-                    .find(|(_, u)| u.token_sha256.as_ref() == Some(hash))
-                    .map(|(name, _)| name.clone())
+                self.user_with_token(hash)
+                    .map(str::to_owned)
                     .ok_or_else(|| {
                         AuthError::Unauthenticated(
                             "the bearer token belongs to no user (it was replaced or its user \
