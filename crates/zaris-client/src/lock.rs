@@ -175,7 +175,7 @@ impl Client {
             lease: lease.get(),
             wait,
             timeout_ms: millis(timeout),
-            sent_after_revision: Some(sent_after.get()),
+            seen_revision: Some(sent_after.get()),
         };
         let spec = CallSpec::idempotent("Lock").with_extra_wait(timeout);
         let response = self

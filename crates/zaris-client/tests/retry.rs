@@ -352,7 +352,7 @@ impl Lock for FakeMember {
         self.admit()?;
         let LockRequest {
             lease,
-            sent_after_revision,
+            seen_revision,
             ..
         } = request.into_inner();
         let hold = {
@@ -362,7 +362,7 @@ impl Lock for FakeMember {
             state.hold_locks
         };
         let (result, token, holder_lease) = match hold {
-            None => lock_in(&mut self.state(), lease, sent_after_revision),
+            None => lock_in(&mut self.state(), lease, seen_revision),
             Some(delay) => {
                 // Applies even if the caller gives up on the call: the entry is in the log.
                 let member = self.clone();
@@ -370,7 +370,7 @@ impl Lock for FakeMember {
                     tokio::time::sleep(delay).await;
                     let mut state = member.state();
                     state.held_locks -= 1;
-                    lock_in(&mut state, lease, sent_after_revision)
+                    lock_in(&mut state, lease, seen_revision)
                 });
                 applied
                     .await

@@ -634,7 +634,7 @@ mod descriptor {
         #[prost(string, tag = "1")]
         pub name: String,
         #[prost(message, repeated, tag = "2")]
-        pub field: Vec<Named>,
+        pub field: Vec<Field>,
         #[prost(message, repeated, tag = "3")]
         pub nested_type: Vec<DescriptorProto>,
         #[prost(message, repeated, tag = "4")]
@@ -654,11 +654,23 @@ mod descriptor {
         pub children: Vec<Named>,
     }
 
-    /// Field, oneof, enum value and method descriptors all have their name at 1.
+    /// Oneof, enum value and method descriptors have their name at 1.
     #[derive(Clone, PartialEq, prost::Message)]
     pub struct Named {
         #[prost(string, tag = "1")]
         pub name: String,
+    }
+
+    /// A field: its name, and whether it is a proto3 `optional`, whose presence protoc keeps in
+    /// a oneof of its own (a synthetic one, `_name`, which is no part of the API to document).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Field {
+        #[prost(string, tag = "1")]
+        pub name: String,
+        #[prost(int32, optional, tag = "9")]
+        pub oneof_index: Option<i32>,
+        #[prost(bool, optional, tag = "17")]
+        pub proto3_optional: Option<bool>,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -751,13 +763,23 @@ fn documentable(file: &descriptor::FileDescriptorProto) -> Vec<(Vec<i32>, String
         scope: &str,
     ) {
         let name = format!("{scope}{}", m.name);
-        let children = [(MESSAGE_FIELDS, &m.field), (MESSAGE_ONEOFS, &m.oneof_decl)];
-        for (kind, list) in children {
-            for (i, child) in list.iter().enumerate() {
-                let mut p = path.clone();
-                p.extend([kind, index(i)]);
-                out.push((p, format!("{name}.{}", child.name)));
-            }
+        let synthetic: Vec<i32> = m
+            .field
+            .iter()
+            .filter(|f| f.proto3_optional == Some(true))
+            .filter_map(|f| f.oneof_index)
+            .collect();
+        let fields = m.field.iter().map(|f| f.name.as_str()).enumerate();
+        let oneofs = (m.oneof_decl.iter().enumerate())
+            .filter(|(i, _)| !synthetic.contains(&index(*i)))
+            .map(|(i, o)| (i, o.name.as_str()));
+        let children = fields
+            .map(|(i, child)| (MESSAGE_FIELDS, i, child))
+            .chain(oneofs.map(|(i, child)| (MESSAGE_ONEOFS, i, child)));
+        for (kind, i, child) in children {
+            let mut p = path.clone();
+            p.extend([kind, index(i)]);
+            out.push((p, format!("{name}.{child}")));
         }
         for (i, nested) in m.nested_type.iter().enumerate() {
             let mut p = path.clone();

@@ -18,7 +18,7 @@ pub fn lock_request(request: v1::LockRequest, limits: &Limits) -> Result<Request
         name: request.name,
         lease: LeaseId::new(request.lease),
         wait: request.wait,
-        sent_after: request.sent_after_revision.map(Revision::new),
+        sent_after: request.seen_revision.map(Revision::new),
     };
     validated(None, command, limits)
 }
@@ -186,7 +186,7 @@ mod tests {
                 lease: 5,
                 wait: true,
                 timeout_ms: 100,
-                sent_after_revision: Some(7),
+                seen_revision: Some(7),
             },
             &small(),
         ));
@@ -223,7 +223,7 @@ mod tests {
             lease: 1,
             wait,
             timeout_ms,
-            sent_after_revision: None,
+            seen_revision: None,
         };
         assert_eq!(ok(lock_wait_ms(&lock(false, 1_000_000), 500)), 0);
         assert_eq!(ok(lock_wait_ms(&lock(true, 0), 500)), 0);

@@ -512,7 +512,7 @@ mod tests {
             lease,
             wait: true,
             timeout_ms: 0,
-            sent_after_revision: None,
+            seen_revision: None,
         };
         let held = ok(lock_response(
             header(3),

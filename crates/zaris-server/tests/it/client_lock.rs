@@ -336,7 +336,7 @@ async fn a_lock_call_cancelled_while_it_waits_leaves_no_wait_behind() {
         lease: waiter.id.get(),
         wait: true,
         timeout_ms: 60_000,
-        sent_after_revision: None,
+        seen_revision: None,
     });
     // Cancelled by the client while the node waits (the stream is reset).
     assert!(
@@ -378,12 +378,12 @@ async fn a_lock_request_sent_before_its_lease_withdrew_is_overtaken() {
     let _held = holder.lock("busy").await.expect("lock");
     let waiter = client.grant(Duration::from_secs(60)).await.expect("grant");
     let sent_after = client.seen_revision().get();
-    let lock = |sent_after_revision| LockRequest {
+    let lock = |seen_revision| LockRequest {
         name: "busy".into(),
         lease: waiter.id.get(),
         wait: true,
         timeout_ms: 0,
-        sent_after_revision,
+        seen_revision,
     };
     // The give-back arrives first, and finds nothing to withdraw.
     let withdrawn = raw(cluster.address(leader))
