@@ -390,8 +390,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
         // The purge point first: get_log_state derives the log's start from it, and from here
-        // on no entry up to it is read. The entries themselves go in the background.
+        // on no entry up to it is read. The entries themselves go in the background, only once
+        // the purge point is durable: a crash must never find entries deleted behind an older
+        // purge point (a log starting at an entry it no longer has), whatever order the store
+        // writes its pages in. One fsync per snapshot.
         self.put_meta(LAST_PURGED, &log_id)?;
+        self.fsync().await?;
         self.purge_through.send_replace(Some(log_id.index));
         Ok(())
     }

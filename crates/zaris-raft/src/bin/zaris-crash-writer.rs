@@ -6,7 +6,9 @@
 //!
 //! With a second argument `truncate`, it appends entries 1 to [`TRUNCATE_FROM`] + 29, truncates
 //! the log after [`TRUNCATE_FROM`] (as openraft does before installing a snapshot, or on a
-//! conflict), prints `truncated`, and waits to be killed.
+//! conflict), prints `truncated`, and waits to be killed. With `purge`, it appends the same
+//! entries, purges them through [`TRUNCATE_FROM`] (as openraft does after a snapshot), prints
+//! `purged`, and waits to be killed.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -52,7 +54,8 @@ async fn main() -> ExitCode {
     };
     let run = match std::env::args().nth(2).as_deref() {
         None => write_until_killed(dir.as_ref()).await,
-        Some("truncate") => truncate_then_wait(dir.as_ref()).await,
+        Some("truncate") => truncate_then_wait(dir.as_ref(), Cut::Truncate).await,
+        Some("purge") => truncate_then_wait(dir.as_ref(), Cut::Purge).await,
         Some(other) => Err(format!("unknown mode {other:?}")),
     };
     match run {
@@ -86,7 +89,19 @@ async fn write_until_killed(dir: &std::path::Path) -> Result<std::convert::Infal
     }
 }
 
-async fn truncate_then_wait(dir: &std::path::Path) -> Result<std::convert::Infallible, String> {
+/// Which end of the log [`truncate_then_wait`] cuts.
+#[derive(Clone, Copy)]
+enum Cut {
+    /// The entries after [`TRUNCATE_FROM`].
+    Truncate,
+    /// The entries up to it.
+    Purge,
+}
+
+async fn truncate_then_wait(
+    dir: &std::path::Path,
+    cut: Cut,
+) -> Result<std::convert::Infallible, String> {
     let (mut log, _sm) = zaris_raft::open(dir, Arc::new(NoopObserver), Limits::default())
         .await
         .map_err(|e| format!("open: {e}"))?;
@@ -97,10 +112,18 @@ async fn truncate_then_wait(dir: &std::path::Path) -> Result<std::convert::Infal
     rx.await
         .map_err(|e| format!("callback: {e}"))?
         .map_err(|e| format!("flush: {e}"))?;
-    let kept = entry(TRUNCATE_FROM).log_id;
-    log.truncate_after(Some(kept))
-        .await
-        .map_err(|e| format!("truncate: {e}"))?;
-    println!("truncated");
+    let at = entry(TRUNCATE_FROM).log_id;
+    match cut {
+        Cut::Truncate => {
+            log.truncate_after(Some(at))
+                .await
+                .map_err(|e| format!("truncate: {e}"))?;
+            println!("truncated");
+        }
+        Cut::Purge => {
+            log.purge(at).await.map_err(|e| format!("purge: {e}"))?;
+            println!("purged");
+        }
+    }
     std::future::pending().await
 }

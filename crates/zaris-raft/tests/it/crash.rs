@@ -119,3 +119,53 @@ async fn a_truncation_survives_kill_9_right_after_it_returns() {
         "the truncated entries came back after kill -9"
     );
 }
+
+/// openraft purges the log behind a snapshot; the purge point says where the log starts, and
+/// the entries behind it are deleted in the background. A purge point durable only after some
+/// of those deletions would leave a log that starts at an entry it no longer has. So the purge
+/// point is durable when a purge returns, before any deletion starts, whatever order the store
+/// writes its own pages in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_point_survives_kill_9_right_after_the_purge_returns() {
+    const PURGED_THROUGH: u64 = 100;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut writer = Killed(
+        Command::new(env!("CARGO_BIN_EXE_zaris-crash-writer"))
+            .arg(dir.path())
+            .arg("purge")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn writer"),
+    );
+    let stdout = writer.0.stdout.take().expect("stdout");
+    let purged = BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .any(|line| line == "purged");
+    drop(writer); // SIGKILL, at once
+    assert!(purged, "the writer never purged");
+
+    let (mut log, _sm) = zaris_raft::open(dir.path(), Arc::new(NoopObserver), Limits::default())
+        .await
+        .expect("reopen after kill -9");
+    let state = log.get_log_state().await.expect("log state");
+    assert_eq!(
+        state.last_purged_log_id.map(|l| l.index),
+        Some(PURGED_THROUGH),
+        "the purge point was lost to kill -9"
+    );
+    let last = state
+        .last_log_id
+        .map(|l| l.index)
+        .expect("entries after the purge point");
+    let kept = log
+        .try_get_log_entries(PURGED_THROUGH + 1..=last)
+        .await
+        .expect("read the entries after the purge point");
+    assert_eq!(
+        kept.len() as u64,
+        last - PURGED_THROUGH,
+        "a hole after the purge point"
+    );
+}
