@@ -1000,22 +1000,27 @@ async fn snapshot_follows_redirects_and_checks_what_arrives() {
     }
 }
 
-/// A dropped guard's release whose answer is lost may still apply later (a new leader commits
-/// it). Until then the lease holds the lock with that token, and a new wait of the same lease is
-/// answered with the same token; a guard made with it would be freed by the late release while
-/// `is_held()` said true. The client must finish that release first and take a new token.
-#[tokio::test]
-async fn a_lock_taken_again_while_its_release_is_in_doubt_gets_a_new_token() {
+/// A leader member and a lease of a client with a 300 ms call timeout.
+async fn member_and_lease() -> (FakeMember, zaris_client::Lease) {
     let (member, address) = start(1, Behavior::Leader).await;
     let client = client(
         &[&address],
         fast_options().with_timeout(Duration::from_millis(300)),
     )
     .await;
-    let lease = match client.lease(Duration::from_secs(30)).await {
-        Ok(lease) => lease,
+    match client.lease(Duration::from_secs(30)).await {
+        Ok(lease) => (member, lease),
         Err(err) => panic!("lease: {err}"),
-    };
+    }
+}
+
+/// A dropped guard's release whose answer is lost may still apply later (a new leader commits
+/// it). Until then the lease holds the lock with that token, and a new wait of the same lease is
+/// answered with the same token; a guard made with it would be freed by the late release while
+/// `is_held()` said true. The client must finish that release first and take a new token.
+#[tokio::test]
+async fn a_lock_taken_again_while_its_release_is_in_doubt_gets_a_new_token() {
+    let (member, lease) = member_and_lease().await;
     let first = match lease.lock("job").await {
         Ok(guard) => guard,
         Err(err) => panic!("first lock: {err}"),
@@ -1058,16 +1063,7 @@ async fn a_lock_taken_again_while_its_release_is_in_doubt_gets_a_new_token() {
 /// second withdrawal, after the call's answer, cannot catch it: no answer ever comes.
 #[tokio::test]
 async fn a_lock_request_applied_after_its_wait_was_given_back_takes_nothing() {
-    let (member, address) = start(1, Behavior::Leader).await;
-    let client = client(
-        &[&address],
-        fast_options().with_timeout(Duration::from_millis(300)),
-    )
-    .await;
-    let lease = match client.lease(Duration::from_secs(30)).await {
-        Ok(lease) => lease,
-        Err(err) => panic!("lease: {err}"),
-    };
+    let (member, lease) = member_and_lease().await;
     member.state().hold_locks = Some(Duration::from_millis(1_500));
     let waited = tokio::time::timeout(
         Duration::from_secs(10),

@@ -36,6 +36,26 @@ fn spawn_writer(dir: &std::path::Path) -> Killed {
     Killed(child)
 }
 
+/// Runs the writer in `mode` on `dir` and kills it with SIGKILL as soon as it prints `done`.
+fn kill_right_after(dir: &std::path::Path, mode: &str, done: &str) {
+    let mut writer = Killed(
+        Command::new(env!("CARGO_BIN_EXE_zaris-crash-writer"))
+            .arg(dir)
+            .arg(mode)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn writer"),
+    );
+    let stdout = writer.0.stdout.take().expect("stdout");
+    let finished = BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .any(|line| line == done);
+    drop(writer); // SIGKILL, at once
+    assert!(finished, "the writer in mode {mode} never printed {done:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_during_write_loses_no_acknowledged_entry() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -92,22 +112,7 @@ async fn kill_during_write_loses_no_acknowledged_entry() {
 async fn a_truncation_survives_kill_9_right_after_it_returns() {
     const TRUNCATE_FROM: u64 = 100;
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut writer = Killed(
-        Command::new(env!("CARGO_BIN_EXE_zaris-crash-writer"))
-            .arg(dir.path())
-            .arg("truncate")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn writer"),
-    );
-    let stdout = writer.0.stdout.take().expect("stdout");
-    let truncated = BufReader::new(stdout)
-        .lines()
-        .map_while(Result::ok)
-        .any(|line| line == "truncated");
-    drop(writer); // SIGKILL, at once
-    assert!(truncated, "the writer never truncated");
+    kill_right_after(dir.path(), "truncate", "truncated");
 
     let (mut log, _sm) = zaris_raft::open(dir.path(), Arc::new(NoopObserver), Limits::default())
         .await
@@ -129,22 +134,7 @@ async fn a_truncation_survives_kill_9_right_after_it_returns() {
 async fn a_purge_point_survives_kill_9_right_after_the_purge_returns() {
     const PURGED_THROUGH: u64 = 100;
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut writer = Killed(
-        Command::new(env!("CARGO_BIN_EXE_zaris-crash-writer"))
-            .arg(dir.path())
-            .arg("purge")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn writer"),
-    );
-    let stdout = writer.0.stdout.take().expect("stdout");
-    let purged = BufReader::new(stdout)
-        .lines()
-        .map_while(Result::ok)
-        .any(|line| line == "purged");
-    drop(writer); // SIGKILL, at once
-    assert!(purged, "the writer never purged");
+    kill_right_after(dir.path(), "purge", "purged");
 
     let (mut log, _sm) = zaris_raft::open(dir.path(), Arc::new(NoopObserver), Limits::default())
         .await

@@ -363,12 +363,20 @@ async fn a_lock_call_cancelled_while_it_waits_leaves_no_wait_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_request_sent_before_its_lease_withdrew_is_overtaken() {
     use zaris_client::proto::lock_client::LockClient;
-    use zaris_client::proto::{LockRequest, LockResult, UnlockRequest, UnlockResult};
+    use zaris_client::proto::{LockRequest, LockResponse, LockResult, UnlockRequest, UnlockResult};
 
     async fn raw(address: String) -> LockClient<tonic::transport::Channel> {
         LockClient::connect(format!("http://{address}"))
             .await
             .expect("connect")
+    }
+    async fn lock(address: String, request: LockRequest) -> LockResponse {
+        raw(address)
+            .await
+            .lock(request)
+            .await
+            .expect("lock")
+            .into_inner()
     }
 
     let mut cluster = TestCluster::start(1).await;
@@ -378,7 +386,7 @@ async fn a_lock_request_sent_before_its_lease_withdrew_is_overtaken() {
     let _held = holder.lock("busy").await.expect("lock");
     let waiter = client.grant(Duration::from_secs(60)).await.expect("grant");
     let sent_after = client.seen_revision().get();
-    let lock = |seen_revision| LockRequest {
+    let request = |seen_revision| LockRequest {
         name: "busy".into(),
         lease: waiter.id.get(),
         wait: true,
@@ -401,12 +409,7 @@ async fn a_lock_request_sent_before_its_lease_withdrew_is_overtaken() {
     let withdrawn_at = withdrawn.header.expect("header").revision;
 
     // Then the Lock it gave back.
-    let late = raw(cluster.address(leader))
-        .await
-        .lock(lock(Some(sent_after)))
-        .await
-        .expect("lock")
-        .into_inner();
+    let late = lock(cluster.address(leader), request(Some(sent_after))).await;
     assert_eq!(late.result(), LockResult::Overtaken);
     assert!(late.header.expect("header").revision > withdrawn_at);
     assert_eq!(client.lock_status("busy").await.expect("status").waiters, 0);
@@ -415,20 +418,10 @@ async fn a_lock_request_sent_before_its_lease_withdrew_is_overtaken() {
     cluster.stop(leader).await;
     cluster.restart(leader).await;
     let leader = cluster.leader().await;
-    let late = raw(cluster.address(leader))
-        .await
-        .lock(lock(Some(sent_after)))
-        .await
-        .expect("lock")
-        .into_inner();
+    let late = lock(cluster.address(leader), request(Some(sent_after))).await;
     assert_eq!(late.result(), LockResult::Overtaken);
     // Sent as of the withdrawal, a Lock queues as before.
-    let queued = raw(cluster.address(leader))
-        .await
-        .lock(lock(Some(withdrawn_at)))
-        .await
-        .expect("lock")
-        .into_inner();
+    let queued = lock(cluster.address(leader), request(Some(withdrawn_at))).await;
     assert_eq!(queued.result(), LockResult::Queued);
     assert_eq!(client.lock_status("busy").await.expect("status").waiters, 1);
     cluster.shutdown().await;
