@@ -109,17 +109,19 @@ pub(crate) enum LockAnswer {
     Overtaken,
 }
 
-/// How many times in a row [`Client::lock`] asks again after an Unlock of the same lease
-/// overtook its request: each time means another Unlock of the lease applied within one round
-/// trip, which only a lease unlocking without pause does.
+/// How many times in a row a wait ([`crate::Lease::lock`] and its kin) asks again after an
+/// Unlock of the same lock by its lease overtook its request. That takes another Unlock of that
+/// very lock by the lease within one round trip each time (another guard of the lease on the
+/// same lock, releasing without pause), so the bound is never met in ordinary use.
 pub(crate) const MAX_OVERTAKEN: u32 = 16;
 
-/// The error of a Lock call overtaken [`MAX_OVERTAKEN`] times in a row.
+/// The error of a wait whose Lock requests were overtaken [`MAX_OVERTAKEN`] times in a row.
 pub(crate) fn overtaken_too_often(name: &str, lease: LeaseId) -> Error {
     unexpected(
         None,
         format!(
-            "lock {name:?}: {MAX_OVERTAKEN} requests in a row overtaken by Unlocks of lease {lease}"
+            "lock {name:?}: {MAX_OVERTAKEN} requests in a row overtaken by Unlocks of it by lease \
+             {lease}"
         ),
     )
 }
@@ -131,10 +133,10 @@ impl Client {
     /// does not exist is [`Error::LeaseNotFound`]. Idempotent per (name, lease), so retried
     /// freely.
     ///
-    /// Each request says which revision this client had seen when it was sent, so a copy that
-    /// arrives after a later Unlock of the lease (this call abandoned, and the wait withdrawn)
-    /// changes nothing. An Unlock of the lease that overtakes a call still running (another
-    /// lock of the same lease released meanwhile) makes it ask again.
+    /// This raw call says nothing of when it was sent, so a copy held up in the network past a
+    /// later Unlock of the lock (a wait this caller withdrew) still queues the lease. A
+    /// [`crate::Lease`]'s `lock`, `lock_timeout` and `try_lock` do say it, and never leave a
+    /// lock held with no guard that way.
     pub async fn lock(
         &self,
         name: impl Into<String>,
@@ -142,25 +144,23 @@ impl Client {
         wait: bool,
         timeout: Duration,
     ) -> Result<LockOutcome, Error> {
-        let name = name.into();
-        let deadline = tokio::time::Instant::now().checked_add(timeout);
-        for _ in 0..MAX_OVERTAKEN {
-            let left = deadline.map_or(timeout, |at| {
-                at.saturating_duration_since(tokio::time::Instant::now())
-            });
-            let sent_after = self.seen_revision();
-            match self
-                .lock_sent_after(name.clone(), lease, wait, left, sent_after)
-                .await?
-            {
-                LockAnswer::Answered(outcome) => return Ok(outcome),
-                LockAnswer::Overtaken => continue,
-            }
+        match self
+            .lock_request(name.into(), lease, wait, timeout, None)
+            .await?
+        {
+            LockAnswer::Answered(outcome) => Ok(outcome),
+            LockAnswer::Overtaken => Err(unexpected(
+                None,
+                "OVERTAKEN for a Lock that said nothing of when it was sent",
+            )),
         }
-        Err(overtaken_too_often(&name, lease))
     }
 
-    /// One Lock call (retried as one request), sent after revision `sent_after`.
+    /// One Lock call of a wait, sent after revision `sent_after`: refused as
+    /// [`LockAnswer::Overtaken`] if the lease unlocked the lock after it. Without `wait` (a
+    /// `try_lock`), never resent after an indeterminate failure: an attempt that may still
+    /// apply after another was answered BUSY would take the lock with nobody waiting for it,
+    /// while a failed call is given back, which overtakes that attempt.
     pub(crate) async fn lock_sent_after(
         &self,
         name: String,
@@ -169,15 +169,31 @@ impl Client {
         timeout: Duration,
         sent_after: Revision,
     ) -> Result<LockAnswer, Error> {
+        self.lock_request(name, lease, wait, timeout, Some(sent_after))
+            .await
+    }
+
+    async fn lock_request(
+        &self,
+        name: String,
+        lease: LeaseId,
+        wait: bool,
+        timeout: Duration,
+        sent_after: Option<Revision>,
+    ) -> Result<LockAnswer, Error> {
         let timeout = if wait { timeout } else { Duration::ZERO };
         let request = LockRequest {
             name,
             lease: lease.get(),
             wait,
             timeout_ms: millis(timeout),
-            seen_revision: Some(sent_after.get()),
+            seen_revision: sent_after.map(Revision::get),
         };
-        let spec = CallSpec::idempotent("Lock").with_extra_wait(timeout);
+        let spec = if wait || sent_after.is_none() {
+            CallSpec::idempotent("Lock").with_extra_wait(timeout)
+        } else {
+            CallSpec::non_idempotent("Lock")
+        };
         let response = self
             .call(spec, request, |channel, req| async move {
                 lock_service(channel).lock(req).await

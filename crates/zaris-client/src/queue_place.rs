@@ -231,10 +231,15 @@ impl QueuePlace {
                     .lock_sent_after(name.clone(), lease, wait, left, sent_after)
                     .await?;
                 match answer {
-                    // An Unlock of the lease applied after `sent_after` (another guard's
-                    // release, say): ask again, as of now, unless the wait was given back.
-                    LockAnswer::Overtaken if overtaken < MAX_OVERTAKEN => overtaken += 1,
-                    LockAnswer::Overtaken => return Err(overtaken_too_often(&name, lease)),
+                    // An Unlock of this lock by the lease applied after `sent_after` (a twin
+                    // guard's release, say): ask again, as of now, unless the wait was given
+                    // back.
+                    LockAnswer::Overtaken => {
+                        overtaken += 1;
+                        if overtaken >= MAX_OVERTAKEN {
+                            return Err(overtaken_too_often(&name, lease));
+                        }
+                    }
                     // The lease still holds the lock with a token it sent a release for (a
                     // dropped guard's, say) that has not applied yet, or whose answer was lost:
                     // that release may still apply, and would free the lock under a guard made
@@ -243,6 +248,7 @@ impl QueuePlace {
                     LockAnswer::Answered(LockOutcome::Held { token })
                         if claim.may_be_released(token) =>
                     {
+                        overtaken = 0;
                         release_for_good(&client, &name, lease, &claim, token).await?;
                     }
                     LockAnswer::Answered(outcome) => return Ok(Some(outcome)),

@@ -67,6 +67,8 @@ struct State {
     /// While set, a Lock request's entry is held up this long before it applies (a paused
     /// leader, or a request held up in the network): the call is not answered before.
     hold_locks: Option<Duration>,
+    /// With `hold_locks`: how many more Lock requests to hold up (`None`: all of them).
+    hold_only: Option<u32>,
     /// Lock requests held up and not applied yet.
     held_locks: u32,
     /// Each lease's last Unlock, by revision: a Lock sent before it is OVERTAKEN.
@@ -358,8 +360,15 @@ impl Lock for FakeMember {
         let hold = {
             let mut state = self.state();
             state.lose_releases = false;
-            state.held_locks += u32::from(state.hold_locks.is_some());
-            state.hold_locks
+            let hold = match state.hold_only {
+                Some(0) => None,
+                _ => state.hold_locks,
+            };
+            if hold.is_some() {
+                state.held_locks += 1;
+                state.hold_only = state.hold_only.map(|left| left - 1);
+            }
+            hold
         };
         let (result, token, holder_lease) = match hold {
             None => lock_in(&mut self.state(), lease, seen_revision),
@@ -524,6 +533,7 @@ async fn start(id: u64, behavior: Behavior) -> (FakeMember, String) {
             lose_releases: false,
             late_releases: Vec::new(),
             hold_locks: None,
+            hold_only: None,
             held_locks: 0,
             unlocked_at: BTreeMap::new(),
         })),
@@ -1099,4 +1109,39 @@ async fn a_lock_request_applied_after_its_wait_was_given_back_takes_nothing() {
         Ok(Err(err)) => panic!("lock: {err}"),
         Err(_) => panic!("the lock did not finish in 10 s"),
     }
+}
+
+/// try_lock: an attempt held up past the call's timeout may apply after the answer BUSY came
+/// from another attempt, once the holder let go, and take the lock for a lease that nobody
+/// waits for. So a try_lock is never resent after an indeterminate failure: it fails, and the
+/// failed call is given back, which overtakes the held attempt.
+#[tokio::test]
+async fn a_try_lock_attempt_held_up_past_its_call_takes_nothing() {
+    let (member, lease) = member_and_lease().await;
+    {
+        let mut state = member.state();
+        state.lock = Some((999, 5));
+        state.hold_locks = Some(Duration::from_millis(1_500));
+        state.hold_only = Some(1);
+    }
+    match tokio::time::timeout(Duration::from_secs(10), lease.try_lock("job")).await {
+        Ok(Ok(None)) | Ok(Err(_)) => {}
+        Ok(Ok(Some(guard))) => panic!("the lock is held by another lease, yet {guard:?}"),
+        Err(_) => panic!("try_lock did not end in 10 s"),
+    }
+    // The other holder lets go before the held attempt applies.
+    member.state().lock = None;
+    let applied = tokio::time::timeout(Duration::from_secs(10), async {
+        while member.state().held_locks > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(applied.is_ok(), "the held Lock request never applied");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        member.state().lock,
+        None,
+        "a try_lock attempt applied after its call ended took the lock, with no guard"
+    );
 }

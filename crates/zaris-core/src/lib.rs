@@ -30,8 +30,8 @@ pub use outcome::{
     OpResult, Outcome, Rejection, Response,
 };
 pub use state::{
-    LeaseInfo, LockInfo, MAX_RANGE_PAGE_BYTES, MAX_TXN_READ_BYTES, MAX_TXN_READ_KEYS, RangeResult,
-    State,
+    LeaseInfo, LockInfo, MAX_NAMED_EPOCHS, MAX_RANGE_PAGE_BYTES, MAX_TXN_READ_BYTES,
+    MAX_TXN_READ_KEYS, RangeResult, State,
 };
 pub use types::{
     DurationMs, FencingToken, Guard, InstantMs, KeySelector, KeyValue, LeaseId, RequestId, Revision,

@@ -163,7 +163,7 @@ impl State {
                 continue;
             };
             self.auth.forget_lease(id);
-            self.lock_epochs.remove(&id);
+            self.forget_lock_epochs(id);
             for name in &lease.waiting {
                 if let Some(lock) = self.locks.get_mut(name) {
                     let before = lock.waiters.len();

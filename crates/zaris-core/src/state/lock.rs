@@ -23,14 +23,11 @@ impl State {
         if !self.leases.contains_key(&lease) {
             return Err(Rejection::LeaseNotFound(lease));
         }
-        // A Lock that arrives after a later Unlock of its caller (a wait given back while its
-        // Lock call was held up in the network or a paused process) would queue the lease again,
-        // and the lease would hold the lock in turn with nobody to release it.
+        // A Lock that arrives after a later Unlock of this lock by its lease (a wait given back
+        // while its Lock call was held up in the network or a paused process) would queue the
+        // lease again, and the lease would hold the lock in turn with nobody to release it.
         if let Some(sent_after) = sent_after
-            && self
-                .lock_epochs
-                .get(&lease)
-                .is_some_and(|at| *at > sent_after)
+            && self.lock_overtaken(lease, name, sent_after)
         {
             return Ok(Outcome::Lock(LockOutcome::Overtaken));
         }
@@ -171,7 +168,7 @@ impl State {
         if let Some(l) = self.leases.get_mut(&lease) {
             l.holding.remove(name);
         }
-        self.lock_epochs.insert(lease, rev);
+        self.note_unlock(lease, name, rev);
         fx.locks.push(LockEffect::Released {
             name: name.to_string(),
             lease,
@@ -182,12 +179,10 @@ impl State {
     }
 
     /// Withdraws `lease` from the queue of `name`. Whatever it finds, a live lease's Lock
-    /// requests sent before it are overtaken from now on: the withdrawal of a wait whose Lock has
+    /// requests of `name` sent before it are overtaken from now on: the withdrawal of a wait whose Lock has
     /// not arrived yet finds nothing to withdraw, and must still keep that Lock from queueing.
     pub(super) fn lock_cancel(&mut self, rev: Revision, name: &str, lease: LeaseId) -> Outcome {
-        if self.leases.contains_key(&lease) {
-            self.lock_epochs.insert(lease, rev);
-        }
+        self.note_unlock(lease, name, rev);
         let Some(lock) = self.locks.get_mut(name) else {
             return Outcome::Cancelled(CancelOutcome::NotWaiting);
         };

@@ -4,6 +4,7 @@
 //! byte and the digest) is the same on every node that applied the same log.
 
 mod dedup;
+mod epoch;
 mod kv;
 mod lease;
 mod lock;
@@ -11,6 +12,7 @@ pub(crate) mod persistent;
 mod size;
 mod txn;
 
+pub use epoch::MAX_NAMED_EPOCHS;
 pub use kv::{Keys, MAX_RANGE_PAGE_BYTES};
 pub use txn::{MAX_TXN_READ_BYTES, MAX_TXN_READ_KEYS};
 
@@ -147,11 +149,11 @@ pub struct State {
     /// versions 2 and 3) decodes as itself with an empty `AuthState` appended (`State::restore`).
     auth: AuthState,
     /// For each live lease that had an Unlock (a release, or a withdrawal from a queue) applied,
-    /// the revision of the last one: a Lock sent before it is refused ([`Command::LockAcquire`]'s
-    /// `sent_after`). Last, so that a state of an older format decodes as itself with an empty
-    /// map appended. At most one entry per lease, within what [`size::LEASE_BYTES`] charges.
+    /// when it last unlocked each lock (`epoch.rs`): a Lock sent before that is refused
+    /// ([`Command::LockAcquire`]'s `sent_after`). Last, so that a state of an older format
+    /// decodes as itself with an empty map appended.
     #[serde(with = "crate::state::persistent::ord_map")]
-    lock_epochs: OrdMap<LeaseId, Revision>,
+    lock_epochs: OrdMap<LeaseId, epoch::LockEpochs>,
     /// What the quota measures (`size.rs`). Derived, not state: counted again on restore.
     #[serde(skip)]
     footprint: size::Footprint,
@@ -844,16 +846,14 @@ impl State {
                 }
             }
         }
-        for (id, epoch) in &self.lock_epochs {
+        for (id, epochs) in &self.lock_epochs {
             let lease = self
                 .leases
                 .get(id)
-                .ok_or_else(|| format!("lock epoch of lease {id}, which is not live"))?;
-            if *epoch > self.last_applied || *epoch < lease.granted_revision {
-                return Err(format!(
-                    "lease {id} unlocked at revision {epoch}, outside its life"
-                ));
-            }
+                .ok_or_else(|| format!("lock epochs of lease {id}, which is not live"))?;
+            epochs
+                .check(lease.granted_revision, self.last_applied)
+                .map_err(|broken| format!("lease {id}: {broken}"))?;
         }
         for (id, owner) in self.auth.lease_owners() {
             if !self.leases.contains_key(id) {

@@ -16,8 +16,8 @@ use crate::outcome::Rejection;
 /// lease's index entry (which also holds the key again, charged separately).
 const KEY_OVERHEAD_BYTES: u64 = 96;
 /// Charged per lease: its record (about 60 bytes), its owner's entry in the owner table (at
-/// most 160 bytes: a 128-byte name, or `deleted user ` and one) and its lock epoch (at most 18
-/// bytes: two integers).
+/// most 160 bytes: a 128-byte name, or `deleted user ` and one) and its lock epochs' own record
+/// (at most 19 bytes: two integers and the count of its names, which are charged apart).
 pub const LEASE_BYTES: u64 = 256;
 /// Charged per place in a lock (its holder or a waiter) beyond twice the name: the name sits in
 /// the lock table and in the lease's own list.
@@ -40,13 +40,19 @@ pub(super) struct Footprint {
     pub(super) lock_places: u64,
     /// The users and roles, as encoded (measured again after every change to them).
     pub(super) directory: u64,
+    /// The lock names whose epochs leases remember (`epoch.rs`).
+    pub(super) lock_epochs: u64,
 }
 
 impl State {
     /// The state's size as the quota measures it, in bytes.
     pub fn footprint_bytes(&self) -> u64 {
         let f = &self.footprint;
-        f.keys + f.lock_places + f.directory + self.leases.len() as u64 * LEASE_BYTES
+        f.keys
+            + f.lock_places
+            + f.directory
+            + f.lock_epochs
+            + self.leases.len() as u64 * LEASE_BYTES
     }
 
     /// The footprint counted from scratch (what restore does); equal to [`footprint_bytes`]
@@ -71,6 +77,7 @@ impl State {
             keys,
             lock_places,
             directory: self.auth.directory_bytes(),
+            lock_epochs: self.lock_epochs.values().map(|e| e.bytes()).sum(),
         };
     }
 

@@ -60,8 +60,10 @@ struct Model {
     kv: BTreeMap<Vec<u8>, KeyValue>,
     leases: BTreeMap<LeaseId, MLease>,
     locks: BTreeMap<String, MLock>,
-    /// Each live lease's last Unlock (release or withdrawal): a Lock sent before it is overtaken.
-    unlocked_at: BTreeMap<LeaseId, Revision>,
+    /// Each live lease's last Unlock (release or withdrawal) of each lock: a Lock of it sent
+    /// before that is overtaken. (The model's few lock names never reach the real state's bound
+    /// on names remembered per lease.)
+    unlocked_at: BTreeMap<(LeaseId, String), Revision>,
     /// `(client_id, seq)`, applied revision, the response (`None`: too large to keep).
     dedup: Vec<((u64, u64), Revision, Option<Response>)>,
     dedup_forgotten_through: Revision,
@@ -255,7 +257,7 @@ impl Model {
                 deleted += 1;
             }
             self.leases.remove(id);
-            self.unlocked_at.remove(id);
+            self.unlocked_at.retain(|(lease, _), _| lease != id);
             for (name, lock) in self.locks.iter_mut() {
                 lock.waiters.retain(|w| w != id);
                 if lock.holder == *id {
@@ -466,9 +468,8 @@ impl Model {
                 if !self.leases.contains_key(lease) {
                     return Err(Rejection::LeaseNotFound(*lease));
                 }
-                if sent_after
-                    .is_some_and(|sent| self.unlocked_at.get(lease).is_some_and(|at| *at > sent))
-                {
+                let unlocked = self.unlocked_at.get(&(*lease, name.clone()));
+                if sent_after.is_some_and(|sent| unlocked.is_some_and(|at| *at > sent)) {
                     return Ok(Outcome::Lock(LockOutcome::Overtaken));
                 }
                 let max = self.limits.max_waiters_per_lock;
@@ -523,7 +524,7 @@ impl Model {
                 if lock.holder != *lease || lock.token != *token {
                     return not_holder;
                 }
-                self.unlocked_at.insert(*lease, rev);
+                self.unlocked_at.insert((*lease, name.clone()), rev);
                 if lock.waiters.is_empty() {
                     self.locks.remove(name);
                     return Ok(Outcome::Unlocked { next: None });
@@ -548,7 +549,7 @@ impl Model {
             )),
             Command::LockCancel { name, lease } => {
                 if self.leases.contains_key(lease) {
-                    self.unlocked_at.insert(*lease, rev);
+                    self.unlocked_at.insert((*lease, name.clone()), rev);
                 }
                 let Some(lock) = self.locks.get_mut(name) else {
                     return Ok(Outcome::Cancelled(CancelOutcome::NotWaiting));

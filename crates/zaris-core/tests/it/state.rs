@@ -1344,6 +1344,11 @@ fn a_release_overtakes_earlier_locks_of_its_lease_until_the_lease_ends() {
         Ok(Outcome::Lock(LockOutcome::Overtaken))
     );
     assert_eq!(log.state.lock("m"), None, "nobody holds it");
+    // Another lock of the same lease is not overtaken by it: a lease may hold many at once.
+    assert!(matches!(
+        log.apply(acquire_sent_after("other", a, sent_after)),
+        Ok(Outcome::Lock(LockOutcome::Held { .. }))
+    ));
     // A refused release (a stale token) changes nothing, the epoch included.
     let now = log.rev();
     let again = held_token(log.apply(acquire_sent_after("m", a, now)));
@@ -1375,6 +1380,83 @@ fn a_release_overtakes_earlier_locks_of_its_lease_until_the_lease_ends() {
     .expect("withdraw");
     let restored = State::restore(&log.state.snapshot().expect("snapshot")).expect("restore");
     assert_eq!(restored, log.state);
+}
+
+/// A lease remembers the last Unlock of at most `MAX_NAMED_EPOCHS` lock names apart; an older
+/// name counts as unlocked at the newest revision forgotten (never less overtaken than it
+/// was), and so does a name the quota leaves no room for. The footprint follows.
+#[test]
+fn lock_epochs_are_kept_per_name_within_a_bound_and_the_quota() {
+    use zaris_core::MAX_NAMED_EPOCHS;
+    let mut log = Log::new(Limits::default());
+    let a = grant(&mut log);
+    let cancel = |name: String| Command::LockCancel { name, lease: a };
+    let mut unlocked_at = Vec::new();
+    for i in 0..=MAX_NAMED_EPOCHS {
+        unlocked_at.push(log.rev());
+        log.apply(cancel(format!("l{i}"))).expect("withdraw");
+    }
+    assert_eq!(
+        log.state.footprint_bytes(),
+        log.state.recounted_footprint_bytes()
+    );
+    // l0 was forgotten: it counts as unlocked where it was (the floor), nothing later.
+    let before_l0 = unlocked_at[0].prev();
+    assert_eq!(
+        log.apply(acquire_sent_after("l0", a, before_l0)),
+        Ok(Outcome::Lock(LockOutcome::Overtaken))
+    );
+    assert!(matches!(
+        log.apply(acquire_sent_after("l0", a, unlocked_at[0])),
+        Ok(Outcome::Lock(LockOutcome::Held { .. }))
+    ));
+    // l1 is still remembered apart: a Lock sent after its own Unlock goes through, though
+    // later names were unlocked since.
+    assert!(matches!(
+        log.apply(acquire_sent_after("l1", a, unlocked_at[1])),
+        Ok(Outcome::Lock(LockOutcome::Held { .. }))
+    ));
+    assert_eq!(
+        log.apply(acquire_sent_after("l2", a, unlocked_at[1])),
+        Ok(Outcome::Lock(LockOutcome::Overtaken))
+    );
+
+    // With no room left, a new name moves the floor: every earlier Lock of the lease is
+    // overtaken, and the state does not grow.
+    let quota = zaris_core::limits::MIN_STATE_BYTES;
+    let mut full = Log::new(Limits {
+        max_state_bytes: quota,
+        ..Limits::default()
+    });
+    let b = grant(&mut full);
+    // A value that fills the quota to the byte (a key costs its bytes twice and 96 more).
+    let room = quota - full.state.footprint_bytes() - 2 * 4 - 96;
+    full.apply(Command::Put {
+        key: b"fill".to_vec(),
+        value: vec![0; usize::try_from(room).expect("small")],
+        lease: LeaseId::NONE,
+        guard: None,
+        prev_kv: false,
+    })
+    .expect("fill");
+    assert_eq!(full.state.footprint_bytes(), quota);
+    // Sent before the withdrawal below (which applies at `full.rev()`).
+    let sent_after = full.rev().prev();
+    let before = full.state.footprint_bytes();
+    full.apply(Command::LockCancel {
+        name: "x".into(),
+        lease: b,
+    })
+    .expect("withdraw");
+    assert_eq!(full.state.footprint_bytes(), before);
+    assert_eq!(
+        full.apply(acquire_sent_after("y", b, sent_after)),
+        Ok(Outcome::Lock(LockOutcome::Overtaken))
+    );
+    assert_eq!(
+        full.state.footprint_bytes(),
+        full.state.recounted_footprint_bytes()
+    );
 }
 
 #[test]

@@ -427,6 +427,43 @@ async fn a_lock_request_sent_before_its_lease_withdrew_is_overtaken() {
     cluster.shutdown().await;
 }
 
+/// One lease for all of a worker's locks (a session, as etcd's concurrency package has): its
+/// tasks take and release different locks at once, and none is refused for another's release
+/// (a lock's epoch is kept per lock name, so an Unlock of one overtakes no Lock of another).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_takes_and_releases_many_locks_at_once() {
+    let cluster = TestCluster::start(1).await;
+    let leader = cluster.leader().await;
+    let client = cluster.client(&[leader]).await;
+    let session = client.lease(Duration::from_secs(60)).await.expect("lease");
+    let tasks: Vec<_> = (0..8)
+        .map(|task| {
+            let session = session.clone();
+            tokio::spawn(async move {
+                for round in 0..10 {
+                    let name = format!("shard/{task}");
+                    let guard = session.lock(name.clone()).await?;
+                    guard
+                        .put(name, format!("{round}"), PutOptions::default())
+                        .await?;
+                    guard.unlock().await?;
+                }
+                Ok::<(), Error>(())
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await
+            .expect("task")
+            .expect("every lock, write and unlock");
+    }
+    for task in 0..8 {
+        let kv = client.get(format!("shard/{task}")).await.expect("get");
+        assert_eq!(kv.map(|kv| kv.value), Some(b"9".to_vec()));
+    }
+    cluster.shutdown().await;
+}
+
 /// Issue 9, hole 3: a wait dropped after the lock was handed to it (the answer HELD was on its
 /// way) must release the lock, not keep it with no guard.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
