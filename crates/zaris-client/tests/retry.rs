@@ -1010,6 +1010,19 @@ async fn snapshot_follows_redirects_and_checks_what_arrives() {
     }
 }
 
+/// Waits until every Lock request the member held up has applied, then a little more for the
+/// client's background work (a give-back answered late) to run.
+async fn held_locks_applied(member: &FakeMember) {
+    let applied = tokio::time::timeout(Duration::from_secs(10), async {
+        while member.state().held_locks > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(applied.is_ok(), "the held Lock requests never applied");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+}
+
 /// A leader member and a lease of a client with a 300 ms call timeout.
 async fn member_and_lease() -> (FakeMember, zaris_client::Lease) {
     let (member, address) = start(1, Behavior::Leader).await;
@@ -1087,15 +1100,7 @@ async fn a_lock_request_applied_after_its_wait_was_given_back_takes_nothing() {
     }
     let held = member.state().held_locks;
     assert!(held > 0, "no Lock request was held up");
-    let applied = tokio::time::timeout(Duration::from_secs(10), async {
-        while member.state().held_locks > 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
-    assert!(applied.is_ok(), "the held Lock requests never applied");
-    // Give the client's background work (a give-back answered late) time to run.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    held_locks_applied(&member).await;
     assert_eq!(
         member.state().lock,
         None,
@@ -1131,14 +1136,7 @@ async fn a_try_lock_attempt_held_up_past_its_call_takes_nothing() {
     }
     // The other holder lets go before the held attempt applies.
     member.state().lock = None;
-    let applied = tokio::time::timeout(Duration::from_secs(10), async {
-        while member.state().held_locks > 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
-    assert!(applied.is_ok(), "the held Lock request never applied");
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    held_locks_applied(&member).await;
     assert_eq!(
         member.state().lock,
         None,
