@@ -104,8 +104,8 @@ pub struct LockHolder {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LockAnswer {
     Answered(LockOutcome),
-    /// An Unlock of the lease applied after the revision the request was sent after; nothing
-    /// changed.
+    /// An Unlock of the lock by the lease applied after the revision the request was sent after;
+    /// nothing changed.
     Overtaken,
 }
 

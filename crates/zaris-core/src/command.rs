@@ -79,10 +79,11 @@ pub enum Command {
         name: String,
         lease: LeaseId,
         wait: bool,
-        /// A revision the caller saw applied before it sent the request. If an Unlock of the
-        /// lease (a release or a withdrawal, of any lock) applied after it, the request was
-        /// overtaken by a later call of the caller (a wait given back before its Lock arrived)
-        /// and changes nothing ([`crate::LockOutcome::Overtaken`]). `None`: not checked.
+        /// A revision the caller saw applied before it sent the request. If an Unlock of this
+        /// lock by the lease (a release, or a withdrawal whatever it found) applied after it,
+        /// the request was overtaken by a later call of the caller (a wait given back before
+        /// its Lock arrived) and changes nothing ([`crate::LockOutcome::Overtaken`];
+        /// `state/epoch.rs` says how long a lease remembers). `None`: not checked.
         sent_after: Option<Revision>,
     },
     /// Release a held lock; fenced: the token must be the holder's.

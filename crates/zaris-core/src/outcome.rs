@@ -154,8 +154,9 @@ pub enum LockOutcome {
         holder: LeaseId,
         token: FencingToken,
     },
-    /// Nothing changed: an Unlock of the lease applied after the request's `sent_after`, so the
-    /// caller had moved on when it arrived (it may ask again, as of a later revision).
+    /// Nothing changed: an Unlock of the lock by the lease applied after the request's
+    /// `sent_after`, so the caller had moved on when it arrived (it may ask again, as of a later
+    /// revision).
     Overtaken,
 }
 

@@ -85,7 +85,7 @@ fn snapshot_restores_an_equal_state_with_an_equal_digest() {
         sent_after: None,
     })
     .expect("lock");
-    // A lock epoch (an Unlock of the lease) is part of the state too.
+    // Lock epochs (an Unlock of a lock by the lease) are part of the state too.
     log.apply(Command::LockCancel {
         name: "other".into(),
         lease,
