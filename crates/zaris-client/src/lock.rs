@@ -156,24 +156,13 @@ impl Client {
         }
     }
 
-    /// One Lock call of a wait, sent after revision `sent_after`: refused as
-    /// [`LockAnswer::Overtaken`] if the lease unlocked the lock after it. Without `wait` (a
-    /// `try_lock`), never resent after an indeterminate failure: an attempt that may still
-    /// apply after another was answered BUSY would take the lock with nobody waiting for it,
-    /// while a failed call is given back, which overtakes that attempt.
-    pub(crate) async fn lock_sent_after(
-        &self,
-        name: String,
-        lease: LeaseId,
-        wait: bool,
-        timeout: Duration,
-        sent_after: Revision,
-    ) -> Result<LockAnswer, Error> {
-        self.lock_request(name, lease, wait, timeout, Some(sent_after))
-            .await
-    }
-
-    async fn lock_request(
+    /// One Lock call, retried as one request. A wait's calls are sent after revision
+    /// `sent_after`, and refused as [`LockAnswer::Overtaken`] if the lease unlocked the lock
+    /// after it; without `wait` (a `try_lock`), such a call is never resent after an
+    /// indeterminate failure: an attempt that may still apply after another was answered BUSY
+    /// would take the lock with nobody waiting for it, while a failed call is given back, which
+    /// overtakes that attempt. `None`: the raw call, unchecked and retried as before.
+    pub(crate) async fn lock_request(
         &self,
         name: String,
         lease: LeaseId,

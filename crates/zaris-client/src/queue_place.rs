@@ -228,7 +228,7 @@ impl QueuePlace {
                 let left =
                     deadline.map_or(timeout, |at| at.saturating_duration_since(Instant::now()));
                 let answer = client
-                    .lock_sent_after(name.clone(), lease, wait, left, sent_after)
+                    .lock_request(name.clone(), lease, wait, left, Some(sent_after))
                     .await?;
                 match answer {
                     // An Unlock of this lock by the lease applied after `sent_after` (a twin

@@ -166,16 +166,6 @@ pub fn decode_own<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
 /// its own store or from a peer's (after the peer's checks), and which are too large to encode a
 /// second time just to compare.
 fn decode_unchecked<T: DeserializeOwned>(bytes: &[u8], max_bytes: usize) -> Result<T, CodecError> {
-    decode_versions(bytes, max_bytes, &[FORMAT_VERSION])
-}
-
-/// [`decode_unchecked`] of a record in any of the format versions `readable`, whose encodings of
-/// `T` must be alike.
-fn decode_versions<T: DeserializeOwned>(
-    bytes: &[u8],
-    max_bytes: usize,
-    readable: &[u8],
-) -> Result<T, CodecError> {
     if bytes.len() > max_bytes {
         return Err(CodecError::TooLarge {
             len: bytes.len(),
@@ -183,7 +173,7 @@ fn decode_versions<T: DeserializeOwned>(
         });
     }
     let (&version, body) = bytes.split_first().ok_or(CodecError::Empty)?;
-    if !readable.contains(&version) {
+    if version != FORMAT_VERSION {
         return Err(CodecError::UnknownVersion { found: version });
     }
     let (value, used) = bincode::serde::decode_from_slice(body, config())

@@ -189,11 +189,7 @@ impl AllowedHosts {
             .into_iter()
             // As a Host header is read: `console.example:9001` and ` console.example` (a list
             // written with spaces after its commas) mean `console.example`.
-            .map(|name| {
-                host_name(name.trim())
-                    .trim_end_matches('.')
-                    .to_ascii_lowercase()
-            })
+            .map(|name| normalized_host(name.trim()))
             .filter(|name| !name.is_empty())
             .collect();
         names.sort();
@@ -203,12 +199,18 @@ impl AllowedHosts {
 
     /// Whether a request whose `Host` header is `host` (`name[:port]`) may be answered.
     pub fn allows(&self, host: &str) -> bool {
-        let name = host_name(host).trim_end_matches('.').to_ascii_lowercase();
+        let name = normalized_host(host);
         name.parse::<std::net::IpAddr>().is_ok()
             || name == "localhost"
             || name.ends_with(".localhost")
             || self.0.contains(&name)
     }
+}
+
+/// A `Host` header's name or address as the allowlist compares it: without its port, a
+/// trailing dot or upper case (`Console.Example.:9001` → `console.example`).
+fn normalized_host(host: &str) -> String {
+    host_name(host).trim_end_matches('.').to_ascii_lowercase()
 }
 
 /// The name or address of a `Host` header, without its port: `[::1]:80` → `::1`.

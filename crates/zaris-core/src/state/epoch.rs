@@ -83,16 +83,15 @@ impl State {
         if !self.leases.contains_key(&lease) {
             return;
         }
-        let known = self
-            .lock_epochs
-            .get(&lease)
-            .is_some_and(|e| e.named.iter().any(|(n, _)| n == name));
-        let fits = known || self.check_room(named_epoch_bytes(name)).is_ok();
-        let epochs = self.lock_epochs.entry(lease).or_default();
-        if let Some(slot) = epochs.named.iter_mut().find(|(n, _)| n == name) {
+        let remembered = self.lock_epochs.get_mut(&lease);
+        if let Some(slot) =
+            remembered.and_then(|epochs| epochs.named.iter_mut().find(|(n, _)| n == name))
+        {
             slot.1 = rev;
             return;
         }
+        let fits = self.check_room(named_epoch_bytes(name)).is_ok();
+        let epochs = self.lock_epochs.entry(lease).or_default();
         if !fits {
             epochs.floor = rev;
             return;

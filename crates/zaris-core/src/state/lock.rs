@@ -179,8 +179,9 @@ impl State {
     }
 
     /// Withdraws `lease` from the queue of `name`. Whatever it finds, a live lease's Lock
-    /// requests of `name` sent before it are overtaken from now on: the withdrawal of a wait whose Lock has
-    /// not arrived yet finds nothing to withdraw, and must still keep that Lock from queueing.
+    /// requests of `name` sent before it are overtaken from now on: the withdrawal of a wait
+    /// whose Lock has not arrived yet finds nothing to withdraw, and must still keep that Lock
+    /// from queueing.
     pub(super) fn lock_cancel(&mut self, rev: Revision, name: &str, lease: LeaseId) -> Outcome {
         self.note_unlock(lease, name, rev);
         let Some(lock) = self.locks.get_mut(name) else {
