@@ -145,17 +145,53 @@ impl EtcdCluster {
                 child,
             });
         }
-        let cluster = EtcdCluster { members };
+        let mut cluster = EtcdCluster { members };
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
+            if let Some((i, status)) = cluster.exited() {
+                let log =
+                    std::fs::read_to_string(root.join(format!("m{i}.log"))).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(5).collect();
+                cluster.stop().await;
+                anyhow::bail!(
+                    "etcd member {i} exited ({status}) before a leader was elected; its log ends: {}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+                );
+            }
             match cluster.leader_index(&cluster.live()).await {
                 Ok(_) => return Ok(cluster),
                 Err(e) if Instant::now() > deadline => {
+                    cluster.stop().await;
                     anyhow::bail!("etcd did not elect a leader in {READY_TIMEOUT:?}: {e}")
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             }
         }
+    }
+
+    /// [`Self::start`], tried again (in a fresh directory, on fresh ports) when an attempt fails:
+    /// the ports are only released by the OS, not held, so another process may take one first.
+    pub async fn start_retrying(etcd: &Path, root: &Path) -> anyhow::Result<Self> {
+        const ATTEMPTS: usize = 3;
+        let mut attempt = 1;
+        loop {
+            match Self::start(etcd, &root.join(format!("attempt-{attempt}"))).await {
+                Ok(cluster) => return Ok(cluster),
+                Err(e) if attempt < ATTEMPTS => {
+                    println!("etcd: start attempt {attempt} failed, trying again: {e:#}");
+                    attempt += 1;
+                }
+                Err(e) => return Err(e.context(format!("etcd: {ATTEMPTS} start attempts failed"))),
+            }
+        }
+    }
+
+    /// A member that has exited, and how.
+    fn exited(&mut self) -> Option<(usize, std::process::ExitStatus)> {
+        self.members
+            .iter_mut()
+            .enumerate()
+            .find_map(|(i, m)| m.child.try_wait().ok().flatten().map(|status| (i, status)))
     }
 
     fn live(&self) -> Vec<usize> {

@@ -31,6 +31,7 @@ const TTL: Duration = Duration::from_secs(600);
 /// The workloads `--compare` runs unless `--workloads` names fewer.
 pub(crate) const COMPARE_WORKLOADS: &[&str] = &[
     "read1",
+    "read16",
     "put1",
     "floor1",
     "put16",
@@ -62,7 +63,7 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
     let root = tempfile::tempdir()?;
     let seconds = Duration::from_secs(args.seconds);
     let zaris_cluster = ZarisCluster::start(&args.zaris, &root.path().join("zaris")).await?;
-    let etcd_cluster = EtcdCluster::start(&etcd_bin, &root.path().join("etcd")).await?;
+    let etcd_cluster = EtcdCluster::start_retrying(&etcd_bin, &root.path().join("etcd")).await?;
     let z = zaris_cluster.target().await?;
     let e = etcd_cluster.target().await?;
     println!(
@@ -79,8 +80,17 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
             rows.push(throughput_row(
                 "serializable read, 1 client (no Raft round: the call alone)",
                 "(floor)",
-                costed(&zpids, local_reads(&z, seconds)).await?,
-                costed(&epids, local_reads(&e, seconds)).await?,
+                costed(&zpids, local_reads(&z, 1, seconds)).await?,
+                costed(&epids, local_reads(&e, 1, seconds)).await?,
+            ));
+        }
+        if wants("read16") {
+            rows.push(throughput_row(
+                "serializable read, 16 clients (no Raft round: the calls alone, at grant × 16's \
+                 concurrency)",
+                "(floor)",
+                costed(&zpids, local_reads(&z, 16, seconds)).await?,
+                costed(&epids, local_reads(&e, 16, seconds)).await?,
             ));
         }
         if wants("put1") {
@@ -199,10 +209,20 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
     .await;
     zaris_cluster.stop().await;
     etcd_cluster.stop().await;
-    result?;
+    if let Err(e) = result {
+        // What was measured before the failure is still printed.
+        print_table(&rows);
+        return Err(e);
+    }
 
     if wants("failover") {
-        let (zf, ef) = failovers(args, &etcd_bin, root.path()).await?;
+        let (zf, ef) = match failovers(args, &etcd_bin, root.path()).await {
+            Ok(measured) => measured,
+            Err(e) => {
+                print_table(&rows);
+                return Err(e.context("failover"));
+            }
+        };
         rows.push(Row {
             workload: "failover: kill -9 of the leader → first write (median)".into(),
             zaris: zf.percentile(0.5).as_secs_f64() * 1e3,
@@ -305,10 +325,14 @@ async fn puts<T: Target>(target: &T, workers: usize, duration: Duration) -> anyh
     .await)
 }
 
-/// One worker reading one key from the member it talks to, without a Raft round: what a call
-/// costs each system, the floor under every other row's latency.
-async fn local_reads<T: Target>(target: &T, duration: Duration) -> anyhow::Result<Sample> {
-    Ok(closed_loop(target, 1, duration, |t, _, _| {
+/// `workers` workers reading one key from the member they talk to, without a Raft round: what a
+/// call costs each system, the floor under the rows with as many clients.
+async fn local_reads<T: Target>(
+    target: &T,
+    workers: usize,
+    duration: Duration,
+) -> anyhow::Result<Sample> {
+    Ok(closed_loop(target, workers, duration, |t, _, _| {
         t.read_local("bench/read".into())
     })
     .await)
@@ -512,7 +536,8 @@ async fn failovers(
         zaris.latencies.push(measured);
 
         let mut cluster =
-            EtcdCluster::start(etcd_bin, &root.join(format!("etcd-failover-{run}"))).await?;
+            EtcdCluster::start_retrying(etcd_bin, &root.join(format!("etcd-failover-{run}")))
+                .await?;
         let measured = async {
             cluster
                 .target()
