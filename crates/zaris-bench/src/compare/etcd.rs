@@ -170,7 +170,8 @@ impl EtcdCluster {
     }
 
     /// [`Self::start`], tried again (in a fresh directory, on fresh ports) when an attempt fails:
-    /// the ports are only released by the OS, not held, so another process may take one first.
+    /// its ports are ones the OS chose and released, not held, so another process may take one
+    /// before etcd binds it.
     pub async fn start_retrying(etcd: &Path, root: &Path) -> anyhow::Result<Self> {
         const ATTEMPTS: usize = 3;
         let mut attempt = 1;
