@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
 use tonic::transport::Channel;
+use zaris_testkit::serve::log_tail;
 
 use super::target::{Renewer, Target};
 
@@ -149,13 +150,11 @@ impl EtcdCluster {
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             if let Some((i, status)) = cluster.exited() {
-                let log =
-                    std::fs::read_to_string(root.join(format!("m{i}.log"))).unwrap_or_default();
-                let tail: Vec<&str> = log.lines().rev().take(5).collect();
+                let tail = log_tail(&root.join(format!("m{i}.log")), 5);
                 cluster.stop().await;
                 anyhow::bail!(
                     "etcd member {i} exited ({status}) before a leader was elected; its log ends: {}",
-                    tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+                    tail.replace('\n', " | ")
                 );
             }
             match cluster.leader_index(&cluster.live()).await {

@@ -209,35 +209,32 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
     .await;
     zaris_cluster.stop().await;
     etcd_cluster.stop().await;
-    if let Err(e) = result {
-        // What was measured before the failure is still printed.
-        print_table(&rows);
-        return Err(e);
-    }
-
-    if wants("failover") {
-        let (zf, ef) = match failovers(args, &etcd_bin, root.path()).await {
-            Ok(measured) => measured,
-            Err(e) => {
-                print_table(&rows);
-                return Err(e.context("failover"));
-            }
-        };
-        rows.push(Row {
-            workload: "failover: kill -9 of the leader → first write (median)".into(),
-            zaris: zf.percentile(0.5).as_secs_f64() * 1e3,
-            etcd: ef.percentile(0.5).as_secs_f64() * 1e3,
-            unit: "ms",
-            target: "zaris ≤ 500 ms",
-            detail: format!(
-                "runs: zaris {} ms; etcd {} ms",
-                millis_list(&zf.latencies),
-                millis_list(&ef.latencies)
-            ),
-        });
-    }
+    let result = match result {
+        Ok(()) if wants("failover") => failovers(args, &etcd_bin, root.path())
+            .await
+            .map(|(zaris, etcd)| rows.push(failover_row(&zaris, &etcd)))
+            .map_err(|e| e.context("failover")),
+        other => other,
+    };
+    // What was measured before a failure is printed too.
     print_table(&rows);
-    Ok(())
+    result
+}
+
+/// The failover row: the median time from kill -9 of the leader to the first write.
+fn failover_row(zf: &Sample, ef: &Sample) -> Row {
+    Row {
+        workload: "failover: kill -9 of the leader → first write (median)".into(),
+        zaris: zf.percentile(0.5).as_secs_f64() * 1e3,
+        etcd: ef.percentile(0.5).as_secs_f64() * 1e3,
+        unit: "ms",
+        target: "zaris ≤ 500 ms",
+        detail: format!(
+            "runs: zaris {} ms; etcd {} ms",
+            millis_list(&zf.latencies),
+            millis_list(&ef.latencies)
+        ),
+    }
 }
 
 /// A throughput row; its detail also says what a request cost each cluster's processes (all
