@@ -381,6 +381,7 @@ impl PeerClient {
             input,
             self.factory.cluster_id,
             in_flight.clone(),
+            append_stream::COMMIT_HOLD,
             |request| {
                 let (payload, cut_after) = encode_append(request).map_err(|e| e.to_string())?;
                 Ok(append_stream::Encoded {
