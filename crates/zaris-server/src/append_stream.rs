@@ -166,8 +166,9 @@ enum Held {
 /// (`prev_log_id`), so an entry-less request asks the follower nothing that the next request
 /// does not ask too. openraft needs no answer of its own for a replaced request: it matches
 /// answers to its requests by log id (an acknowledgement drains every request at or below it,
-/// a conflict the one at or containing it), and the sending time it keeps for a replaced
-/// request is earlier than the replacement's, which only makes its leader lease shorter.
+/// a conflict the one at or containing it). The sending time openraft keeps for a held request
+/// is when it made it, before the request really goes out, which can only shorten the leader
+/// lease it derives from the answer.
 async fn hold_commit<S>(
     mut held: AppendEntriesRequest<TypeConfig>,
     rest: &mut S,
