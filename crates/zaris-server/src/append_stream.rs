@@ -286,31 +286,25 @@ mod tests {
     fn summaries(
         first: AppendEntriesRequest<TypeConfig>,
         rest: mpsc::UnboundedReceiver<AppendEntriesRequest<TypeConfig>>,
+        in_flight: Arc<InFlight>,
         hold: Duration,
     ) -> impl Stream<Item = (u64, u64, u64)> {
         let index = |id: &Option<LogId>| id.map_or(0, |id| id.index);
-        requests(
-            first,
-            rest,
-            7,
-            Arc::new(InFlight::default()),
-            hold,
-            move |request| {
-                let last = request
-                    .entries
-                    .last()
-                    .map_or(index(&request.prev_log_id), |entry| entry.log_id.index);
-                let summary = (
-                    index(&request.prev_log_id),
-                    last,
-                    index(&request.leader_commit),
-                );
-                Ok(Encoded {
-                    payload: codec::encode(&summary).map_err(|e| e.to_string())?,
-                    cut: false,
-                })
-            },
-        )
+        requests(first, rest, 7, in_flight, hold, move |request| {
+            let last = request
+                .entries
+                .last()
+                .map_or(index(&request.prev_log_id), |entry| entry.log_id.index);
+            let summary = (
+                index(&request.prev_log_id),
+                last,
+                index(&request.leader_commit),
+            );
+            Ok(Encoded {
+                payload: codec::encode(&summary).map_err(|e| e.to_string())?,
+                cut: false,
+            })
+        })
         .map(|message| {
             assert_eq!(message.cluster_id, 7);
             codec::decode::<(u64, u64, u64)>(&message.payload, 1024).expect("a summary")
@@ -324,7 +318,7 @@ mod tests {
         rest: mpsc::UnboundedReceiver<AppendEntriesRequest<TypeConfig>>,
         hold: Duration,
     ) -> Vec<(u64, u64, u64)> {
-        let messages = summaries(first, rest, hold).collect::<Vec<_>>();
+        let messages = summaries(first, rest, Arc::default(), hold).collect::<Vec<_>>();
         tokio::time::timeout(Duration::from_secs(30), messages)
             .await
             .expect("the requests end")
@@ -357,7 +351,12 @@ mod tests {
         let (tx, rx) = mpsc::unbounded();
         tx.unbounded_send(append(2, 2, 1)).expect("open");
         tx.unbounded_send(append(2, 2, 2)).expect("open");
-        let mut messages = Box::pin(summaries(append(0, 2, 0), rx, Duration::from_millis(1)));
+        let mut messages = Box::pin(summaries(
+            append(0, 2, 0),
+            rx,
+            Arc::default(),
+            Duration::from_millis(1),
+        ));
         let mut next = async || {
             tokio::time::timeout(Duration::from_secs(30), messages.next())
                 .await
@@ -388,25 +387,9 @@ mod tests {
     #[tokio::test]
     async fn a_session_that_opens_with_a_commit_only_request_sends_it_at_once() {
         let (tx, rx) = mpsc::unbounded();
-        let messages = requests(
-            append(2, 2, 2),
-            rx,
-            7,
-            Arc::new(InFlight::default()),
-            FOREVER,
-            |_| {
-                Ok(Encoded {
-                    payload: vec![1],
-                    cut: false,
-                })
-            },
-        );
-        let mut messages = Box::pin(messages);
+        let mut messages = Box::pin(summaries(append(2, 2, 2), rx, Arc::default(), FOREVER));
         let first = tokio::time::timeout(Duration::from_secs(30), messages.next()).await;
-        assert_eq!(
-            first.expect("sent at once").map(|m| m.payload),
-            Some(vec![1])
-        );
+        assert_eq!(first.expect("sent at once"), Some((2, 2, 2)));
         drop(tx);
     }
 
@@ -415,20 +398,14 @@ mod tests {
         let (tx, rx) = mpsc::unbounded();
         tx.unbounded_send(append(2, 2, 2)).expect("open");
         let in_flight = Arc::new(InFlight::default());
-        let messages = requests(append(0, 2, 0), rx, 7, in_flight.clone(), FOREVER, |_| {
-            Ok(Encoded {
-                payload: vec![1],
-                cut: false,
-            })
-        });
-        let mut messages = Box::pin(messages);
-        assert!(messages.next().await.is_some(), "the first request");
+        let mut messages = Box::pin(summaries(append(0, 2, 0), rx, in_flight.clone(), FOREVER));
+        assert_eq!(messages.next().await, Some((0, 2, 0)));
         let closer = tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(50)).await;
             in_flight.closed.cancel();
         });
         let next = tokio::time::timeout(Duration::from_secs(30), messages.next()).await;
-        assert!(next.expect("the session closes").is_none());
+        assert_eq!(next.expect("the session closes"), None);
         closer.await.expect("the closer");
         drop(tx);
     }
