@@ -7,6 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -89,6 +90,14 @@ pub struct RenewBatcher {
 
 /// Keepalive requests that may wait for a batch.
 const QUEUE_DEPTH: usize = 4_096;
+
+/// With one pipeline slot, how long a batch may wait for as many ids as the batch before it
+/// carried. Streams with one renewal in flight all get their answers when a batch applies and
+/// send their next requests together; proposing the first of them alone, as soon as the slot is
+/// free, split them into two batches that alternated (one of a single renewal, one of the rest),
+/// so each renewal waited two Raft rounds and paid half a round's cost. tokio's timer counts in
+/// milliseconds, so the wait ends within two of them; it ends at once when the ids are there.
+pub const RENEW_LINGER: Duration = Duration::from_millis(1);
 
 impl RenewBatcher {
     pub fn start(
@@ -193,6 +202,9 @@ async fn run(
     shutdown: CancellationToken,
 ) {
     let mut carry: Option<Pending> = None;
+    // Pipelined batches each take what is queued; only one slot makes the batches rounds.
+    let linger = (inflight.available_permits() == 1).then_some(RENEW_LINGER);
+    let mut last_batch_ids = 0;
     while let Some((permit, first)) =
         next_batch_start(&inflight, &mut carry, &mut rx, &shutdown).await
     {
@@ -200,21 +212,62 @@ async fn run(
         let max_batch_ids = state
             .read(|d| d.state.limits().max_batch_ids as usize)
             .max(1);
-        let mut batch = vec![first];
-        let mut ids = batch[0].ids.len();
-        while let Ok(next) = rx.try_recv() {
-            if ids + next.ids.len() > max_batch_ids {
-                carry = Some(next);
-                break;
-            }
-            ids += next.ids.len();
-            batch.push(next);
-        }
+        let wait = linger.map(|linger| (last_batch_ids.min(max_batch_ids), linger));
+        let (batch, ids) = collect_batch(first, &mut rx, &mut carry, max_batch_ids, wait).await;
+        last_batch_ids = ids;
         let proposer = proposer.clone();
         tracker.spawn(async move {
             propose_batch(&proposer, batch).await;
             drop(permit);
         });
+    }
+}
+
+/// `first` and what is queued behind it, up to `max_batch_ids` ids (a request that does not fit
+/// is left in `carry`, to start the next batch). With `wait` = `(ids, linger)`, waits up to
+/// `linger` for requests to arrive until the batch holds that many ids (see [`RENEW_LINGER`]).
+async fn collect_batch<T: HasIds>(
+    first: T,
+    rx: &mut mpsc::Receiver<T>,
+    carry: &mut Option<T>,
+    max_batch_ids: usize,
+    wait: Option<(usize, Duration)>,
+) -> (Vec<T>, usize) {
+    let deadline = wait.map(|(ids, linger)| (ids, tokio::time::Instant::now() + linger));
+    let mut ids = first.ids();
+    let mut batch = vec![first];
+    loop {
+        let next = match rx.try_recv() {
+            Ok(next) => next,
+            Err(_) => match deadline {
+                Some((want, deadline)) if ids < want => {
+                    match tokio::time::timeout_at(deadline, rx.recv()).await {
+                        Ok(Some(next)) => next,
+                        // The linger ran out, or the queue closed (the node stops).
+                        Ok(None) | Err(_) => break,
+                    }
+                }
+                _ => break,
+            },
+        };
+        if ids + next.ids() > max_batch_ids {
+            *carry = Some(next);
+            break;
+        }
+        ids += next.ids();
+        batch.push(next);
+    }
+    (batch, ids)
+}
+
+/// What a queued request contributes to a batch's size.
+trait HasIds {
+    fn ids(&self) -> usize;
+}
+
+impl HasIds for Pending {
+    fn ids(&self) -> usize {
+        self.ids.len()
     }
 }
 
@@ -239,4 +292,83 @@ async fn propose_renew(proposer: &Proposer, mut ids: Vec<LeaseId>) -> Result<Ren
         revision: reply.revision,
         renewals: Arc::new(renewals),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    impl HasIds for usize {
+        fn ids(&self) -> usize {
+            *self
+        }
+    }
+
+    /// Longer than the real one: tokio's timer rounds to whole milliseconds.
+    const LINGER: Duration = Duration::from_millis(10);
+
+    #[tokio::test(start_paused = true)]
+    async fn takes_what_is_queued_without_waiting_when_told_not_to() {
+        let (tx, mut rx) = mpsc::channel(8);
+        tx.send(2).await.expect("the queue is open");
+        let mut carry = None;
+        let started = tokio::time::Instant::now();
+        let (batch, ids) = collect_batch(1, &mut rx, &mut carry, 100, None).await;
+        assert_eq!((batch, ids), (vec![1, 2], 3));
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        // Nor when the ids wanted are there already.
+        tx.send(5).await.expect("the queue is open");
+        let (batch, _) = collect_batch(1, &mut rx, &mut carry, 100, Some((6, LINGER))).await;
+        assert_eq!(batch, vec![1, 5]);
+        assert_eq!(started.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waits_for_the_previous_batchs_ids_within_the_linger() {
+        let (tx, mut rx) = mpsc::channel(8);
+        let sender = tokio::spawn(async move {
+            for n in [1, 1] {
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                tx.send(n).await.expect("the queue is open");
+            }
+            tx
+        });
+        let started = tokio::time::Instant::now();
+        let (batch, ids) = collect_batch(1, &mut rx, &mut None, 100, Some((3, LINGER))).await;
+        assert_eq!((batch, ids), (vec![1, 1, 1], 3));
+        assert!(
+            started.elapsed() < LINGER,
+            "ends as soon as the ids are there"
+        );
+        drop(sender.await.expect("the sender finished"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_linger_that_runs_out_sends_what_it_has() {
+        let (tx, mut rx) = mpsc::channel::<usize>(8);
+        let started = tokio::time::Instant::now();
+        let (batch, ids) = collect_batch(4, &mut rx, &mut None, 100, Some((64, LINGER))).await;
+        assert_eq!((batch, ids), (vec![4], 4));
+        assert!(started.elapsed() >= LINGER);
+        assert!(started.elapsed() < 3 * LINGER);
+        // A closed queue (the node stops) ends the wait too.
+        drop(tx);
+        let started = tokio::time::Instant::now();
+        let (batch, _) = collect_batch(4, &mut rx, &mut None, 100, Some((64, LINGER))).await;
+        assert_eq!(batch, vec![4]);
+        assert_eq!(started.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_that_does_not_fit_starts_the_next_batch() {
+        let (tx, mut rx) = mpsc::channel(8);
+        for n in [3, 5, 1] {
+            tx.send(n).await.expect("the queue is open");
+        }
+        let mut carry = None;
+        let (batch, ids) = collect_batch(2, &mut rx, &mut carry, 6, Some((50, LINGER))).await;
+        assert_eq!((batch, ids), (vec![2, 3], 5));
+        assert_eq!(carry, Some(5), "kept, in order, for the next batch");
+        assert_eq!(rx.try_recv(), Ok(1));
+    }
 }
