@@ -23,7 +23,7 @@ use zaris_core::{Batching, Command, MAX_BATCH_REQUESTS, Outcome, Request};
 use zaris_raft::Reply;
 
 use crate::error::ApiError;
-use crate::group_commit::{next_batch_start, slot_for_caller};
+use crate::group_commit::{linger_deadline, next_batch_start, next_queued, slot_for_caller};
 use crate::metrics as m;
 use crate::propose::Proposer;
 
@@ -115,11 +115,12 @@ impl WriteBatcher {
         shutdown: CancellationToken,
     ) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
+        let lingers = inflight <= 1;
         let inflight = Arc::new(Semaphore::new(inflight.max(1)));
         tracker.spawn(run(
             rx,
             proposer.clone(),
-            inflight.clone(),
+            (inflight.clone(), lingers),
             tracker.clone(),
             shutdown,
         ));
@@ -186,11 +187,12 @@ impl Gathering {
 async fn run(
     mut rx: mpsc::Receiver<Pending>,
     proposer: Proposer,
-    inflight: Arc<Semaphore>,
+    (inflight, lingers): (Arc<Semaphore>, bool),
     tracker: TaskTracker,
     shutdown: CancellationToken,
 ) {
     let mut carry: Option<Pending> = None;
+    let mut last_batch_requests = 0;
     while let Some((permit, first)) =
         next_batch_start(&inflight, &mut carry, &mut rx, &shutdown).await
     {
@@ -198,7 +200,16 @@ async fn run(
             continue;
         }
         let mut gathering = Gathering::new(first);
-        while let Ok(next) = rx.try_recv() {
+        // With one slot: as many requests as the batch before took, if they come soon
+        // (`group_commit`'s linger).
+        let deadline = linger_deadline(lingers);
+        while let Some(next) = next_queued(
+            &mut rx,
+            deadline,
+            gathering.batch.len() < last_batch_requests,
+        )
+        .await
+        {
             if next.abandoned() {
                 continue;
             }
@@ -208,6 +219,7 @@ async fn run(
             }
             gathering.push(next);
         }
+        last_batch_requests = gathering.batch.len();
         let proposer = proposer.clone();
         tracker.spawn(async move {
             propose_batch(&proposer, gathering.batch).await;

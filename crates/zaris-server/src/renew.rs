@@ -7,7 +7,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -16,7 +15,7 @@ use zaris_core::{Command, DurationMs, LeaseId, Outcome, Request, Response, Revis
 use zaris_raft::StateHandle;
 
 use crate::error::ApiError;
-use crate::group_commit::{next_batch_start, slot_for_caller};
+use crate::group_commit::{linger_deadline, next_batch_start, next_queued, slot_for_caller};
 use crate::metrics as m;
 use crate::propose::Proposer;
 
@@ -91,14 +90,6 @@ pub struct RenewBatcher {
 /// Keepalive requests that may wait for a batch.
 const QUEUE_DEPTH: usize = 4_096;
 
-/// With one pipeline slot, how long a batch may wait for as many ids as the batch before it
-/// carried. Streams with one renewal in flight all get their answers when a batch applies and
-/// send their next requests together; proposing the first of them alone, as soon as the slot is
-/// free, split them into two batches that alternated (one of a single renewal, one of the rest),
-/// so each renewal waited two Raft rounds and paid half a round's cost. tokio's timer counts in
-/// milliseconds, so the wait ends within two of them; it ends at once when the ids are there.
-pub const RENEW_LINGER: Duration = Duration::from_millis(1);
-
 impl RenewBatcher {
     pub fn start(
         proposer: Proposer,
@@ -109,12 +100,13 @@ impl RenewBatcher {
     ) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
         let batcher_tracker = tracker.clone();
+        let lingers = inflight <= 1;
         let inflight = Arc::new(Semaphore::new(inflight.max(1)));
         tracker.spawn(run(
             rx,
             proposer.clone(),
             state,
-            inflight.clone(),
+            (inflight.clone(), lingers),
             batcher_tracker,
             shutdown,
         ));
@@ -197,13 +189,11 @@ async fn run(
     mut rx: mpsc::Receiver<Pending>,
     proposer: Proposer,
     state: StateHandle,
-    inflight: Arc<Semaphore>,
+    (inflight, lingers): (Arc<Semaphore>, bool),
     tracker: TaskTracker,
     shutdown: CancellationToken,
 ) {
     let mut carry: Option<Pending> = None;
-    // Pipelined batches each take what is queued; only one slot makes the batches rounds.
-    let linger = (inflight.available_permits() == 1).then_some(RENEW_LINGER);
     let mut last_batch_ids = 0;
     while let Some((permit, first)) =
         next_batch_start(&inflight, &mut carry, &mut rx, &shutdown).await
@@ -212,7 +202,7 @@ async fn run(
         let max_batch_ids = state
             .read(|d| d.state.limits().max_batch_ids as usize)
             .max(1);
-        let wait = linger.map(|linger| (last_batch_ids.min(max_batch_ids), linger));
+        let wait = lingers.then_some(last_batch_ids);
         let (batch, ids) = collect_batch(first, &mut rx, &mut carry, max_batch_ids, wait).await;
         last_batch_ids = ids;
         let proposer = proposer.clone();
@@ -224,32 +214,20 @@ async fn run(
 }
 
 /// `first` and what is queued behind it, up to `max_batch_ids` ids (a request that does not fit
-/// is left in `carry`, to start the next batch). With `wait` = `(ids, linger)`, waits up to
-/// `linger` for requests to arrive until the batch holds that many ids (see [`RENEW_LINGER`]).
+/// is left in `carry`, to start the next batch). With `wait` = `Some(ids)` (one pipeline slot:
+/// `group_commit`'s linger), waits up to `LINGER` for requests until the batch holds that many.
 async fn collect_batch<T: HasIds>(
     first: T,
     rx: &mut mpsc::Receiver<T>,
     carry: &mut Option<T>,
     max_batch_ids: usize,
-    wait: Option<(usize, Duration)>,
+    wait: Option<usize>,
 ) -> (Vec<T>, usize) {
-    let deadline = wait.map(|(ids, linger)| (ids, tokio::time::Instant::now() + linger));
+    let deadline = linger_deadline(wait.is_some());
+    let want = wait.unwrap_or(0);
     let mut ids = first.ids();
     let mut batch = vec![first];
-    loop {
-        let next = match rx.try_recv() {
-            Ok(next) => next,
-            Err(_) => match deadline {
-                Some((want, deadline)) if ids < want => {
-                    match tokio::time::timeout_at(deadline, rx.recv()).await {
-                        Ok(Some(next)) => next,
-                        // The linger ran out, or the queue closed (the node stops).
-                        Ok(None) | Err(_) => break,
-                    }
-                }
-                _ => break,
-            },
-        };
+    while let Some(next) = next_queued(rx, deadline, ids < want).await {
         if ids + next.ids() > max_batch_ids {
             *carry = Some(next);
             break;
@@ -304,8 +282,9 @@ mod tests {
         }
     }
 
-    /// Longer than the real one: tokio's timer rounds to whole milliseconds.
-    const LINGER: Duration = Duration::from_millis(10);
+    use std::time::Duration;
+
+    use crate::group_commit::LINGER;
 
     #[tokio::test(start_paused = true)]
     async fn takes_what_is_queued_without_waiting_when_told_not_to() {
@@ -318,7 +297,7 @@ mod tests {
         assert_eq!(started.elapsed(), Duration::ZERO);
         // Nor when the ids wanted are there already.
         tx.send(5).await.expect("the queue is open");
-        let (batch, _) = collect_batch(1, &mut rx, &mut carry, 100, Some((6, LINGER))).await;
+        let (batch, _) = collect_batch(1, &mut rx, &mut carry, 100, Some(6)).await;
         assert_eq!(batch, vec![1, 5]);
         assert_eq!(started.elapsed(), Duration::ZERO);
     }
@@ -326,15 +305,16 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn waits_for_the_previous_batchs_ids_within_the_linger() {
         let (tx, mut rx) = mpsc::channel(8);
+        // Sends once the batcher waits (the test's runtime has one thread), each time.
         let sender = tokio::spawn(async move {
             for n in [1, 1] {
-                tokio::time::sleep(Duration::from_millis(3)).await;
+                tokio::task::yield_now().await;
                 tx.send(n).await.expect("the queue is open");
             }
             tx
         });
         let started = tokio::time::Instant::now();
-        let (batch, ids) = collect_batch(1, &mut rx, &mut None, 100, Some((3, LINGER))).await;
+        let (batch, ids) = collect_batch(1, &mut rx, &mut None, 100, Some(3)).await;
         assert_eq!((batch, ids), (vec![1, 1, 1], 3));
         assert!(
             started.elapsed() < LINGER,
@@ -347,14 +327,14 @@ mod tests {
     async fn a_linger_that_runs_out_sends_what_it_has() {
         let (tx, mut rx) = mpsc::channel::<usize>(8);
         let started = tokio::time::Instant::now();
-        let (batch, ids) = collect_batch(4, &mut rx, &mut None, 100, Some((64, LINGER))).await;
+        let (batch, ids) = collect_batch(4, &mut rx, &mut None, 100, Some(64)).await;
         assert_eq!((batch, ids), (vec![4], 4));
         assert!(started.elapsed() >= LINGER);
         assert!(started.elapsed() < 3 * LINGER);
         // A closed queue (the node stops) ends the wait too.
         drop(tx);
         let started = tokio::time::Instant::now();
-        let (batch, _) = collect_batch(4, &mut rx, &mut None, 100, Some((64, LINGER))).await;
+        let (batch, _) = collect_batch(4, &mut rx, &mut None, 100, Some(64)).await;
         assert_eq!(batch, vec![4]);
         assert_eq!(started.elapsed(), Duration::ZERO);
     }
@@ -366,7 +346,7 @@ mod tests {
             tx.send(n).await.expect("the queue is open");
         }
         let mut carry = None;
-        let (batch, ids) = collect_batch(2, &mut rx, &mut carry, 6, Some((50, LINGER))).await;
+        let (batch, ids) = collect_batch(2, &mut rx, &mut carry, 6, Some(50)).await;
         assert_eq!((batch, ids), (vec![2, 3], 5));
         assert_eq!(carry, Some(5), "kept, in order, for the next batch");
         assert_eq!(rx.try_recv(), Ok(1));

@@ -93,7 +93,7 @@ pub struct ServeArgs {
     snapshot_entries: Option<u64>,
     /// Most batches of client writes this node has in Raft at once while it leads (group
     /// commit: while all are in flight, requests queue and the next batch takes them together).
-    /// Default 4, at most 64.
+    /// Default 1, at most 64.
     #[arg(long, env = "ZARIS_WRITE_INFLIGHT")]
     write_inflight: Option<usize>,
     /// Most keepalive batches (Renew entries) this node has in Raft at once while it leads.
