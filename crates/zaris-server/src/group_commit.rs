@@ -5,7 +5,8 @@
 //! A request that finds a slot free and nobody queued before it takes the slot itself and is
 //! proposed by its caller's own task ([`slot_for_caller`]): under light load a request then
 //! skips two task hand-offs (to the batcher, and from it to a proposing task), which on this
-//! path cost more than the work itself. Either way at most `inflight` entries are in Raft.
+//! path cost more than the work itself. The batcher takes a slot before it waits for a request,
+//! so this needs more than one slot. Either way at most `inflight` entries are in Raft.
 //!
 //! With one slot (the default for both) batches are Raft rounds, one after another, and a batch
 //! may wait up to [`LINGER`] for as many requests as the batch before it took ([`next_queued`]).
