@@ -2,13 +2,13 @@
 //! Raft entry ([`Command::Batch`]), so a burst of them costs one append, one fsync and one
 //! replication round on every node instead of one each.
 //!
-//! A batch forms only under load: a request goes out alone at once while one of `inflight`
-//! pipeline slots is free and nothing is queued, proposed by its caller's own task
-//! (`group_commit::slot_for_caller`), so a lone client waits for nothing. While every slot is busy, requests
-//! queue, and the next free slot takes all of them that fit into one entry: at most
-//! [`MAX_BATCH_REQUESTS`] requests and [`MAX_BATCH_BYTES`] bytes, no two touching the same key,
-//! lease or lock (every request of an entry takes its revision, [`Command::batching`]). The
-//! first one that does not fit starts the next batch, so requests are proposed in arrival order.
+//! A batch forms only under load: a lone client's request goes out alone at once, proposed by
+//! its caller's own task, while a pipeline slot is free and nothing is queued
+//! (`group_commit::Slots::for_caller`). While every slot is busy, requests queue, and the next
+//! free slot takes all of them that fit into one entry: at most [`MAX_BATCH_REQUESTS`] requests
+//! and [`MAX_BATCH_BYTES`] bytes, no two touching the same key, lease or lock (every request of
+//! an entry takes its revision, [`Command::batching`]). The first one that does not fit starts
+//! the next batch, so queued requests are proposed in arrival order.
 //!
 //! Each request is answered with its own response, after the entry is committed and applied.
 
@@ -16,14 +16,14 @@ use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use zaris_core::{Batching, Command, MAX_BATCH_REQUESTS, Outcome, Request};
 use zaris_raft::Reply;
 
 use crate::error::ApiError;
-use crate::group_commit::{linger_deadline, next_batch_start, next_queued, slot_for_caller};
+use crate::group_commit::{Slots, linger_expired, next_queued, next_want};
 use crate::metrics as m;
 use crate::propose::Proposer;
 
@@ -101,7 +101,7 @@ fn request_bytes(command: &Command) -> usize {
 pub struct WriteBatcher {
     tx: mpsc::Sender<Pending>,
     /// The pipeline slots, shared with the batcher task.
-    inflight: Arc<Semaphore>,
+    slots: Arc<Slots>,
     /// Proposes directly, for a caller that takes a free slot itself.
     direct: Arc<Proposer>,
 }
@@ -115,27 +115,26 @@ impl WriteBatcher {
         shutdown: CancellationToken,
     ) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
-        let lingers = inflight <= 1;
-        let inflight = Arc::new(Semaphore::new(inflight.max(1)));
+        let slots = Slots::new(inflight);
         tracker.spawn(run(
             rx,
             proposer.clone(),
-            (inflight.clone(), lingers),
+            slots.clone(),
             tracker.clone(),
             shutdown,
         ));
         WriteBatcher {
             tx,
-            inflight,
+            slots,
             direct: Arc::new(proposer),
         }
     }
 
-    /// Proposes `request` (batchable: [`Command::batching`] is not `Alone`), alone if a pipeline
-    /// slot is free and nothing is queued, else in the next batch, and waits until its entry is
-    /// applied.
+    /// Proposes `request` (batchable: [`Command::batching`] is not `Alone`), alone if
+    /// [`Slots::for_caller`] gives it a slot, else in the next batch, and waits until its entry
+    /// is applied.
     pub async fn propose(&self, request: Request) -> Result<Reply, ApiError> {
-        if let Some(_slot) = slot_for_caller(&self.inflight, &self.tx) {
+        if let Some(_slot) = self.slots.for_caller(&self.tx) {
             return self.direct.propose_entry(request).await;
         }
         let (reply, rx) = oneshot::channel();
@@ -187,29 +186,20 @@ impl Gathering {
 async fn run(
     mut rx: mpsc::Receiver<Pending>,
     proposer: Proposer,
-    (inflight, lingers): (Arc<Semaphore>, bool),
+    slots: Arc<Slots>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
 ) {
     let mut carry: Option<Pending> = None;
-    let mut last_batch_requests = 0;
-    while let Some((permit, first)) =
-        next_batch_start(&inflight, &mut carry, &mut rx, &shutdown).await
-    {
+    let mut want = 0;
+    while let Some((permit, first)) = slots.next_batch_start(&mut carry, &mut rx, &shutdown).await {
         if first.abandoned() {
             continue;
         }
         let mut gathering = Gathering::new(first);
-        // With one slot: as many requests as the batch before took, if they come soon
-        // (`group_commit`'s linger).
-        let deadline = linger_deadline(lingers);
-        while let Some(next) = next_queued(
-            &mut rx,
-            deadline,
-            gathering.batch.len() < last_batch_requests,
-        )
-        .await
-        {
+        // With one slot: the requests `group_commit::next_want` expects, if they come soon.
+        let deadline = slots.linger_deadline();
+        while let Some(next) = next_queued(&mut rx, deadline, gathering.batch.len() < want).await {
             if next.abandoned() {
                 continue;
             }
@@ -219,12 +209,12 @@ async fn run(
             }
             gathering.push(next);
         }
-        last_batch_requests = gathering.batch.len();
+        let requests = gathering.batch.len();
+        let expired = linger_expired("write", deadline, requests < want);
         let proposer = proposer.clone();
-        tracker.spawn(async move {
-            propose_batch(&proposer, gathering.batch).await;
-            drop(permit);
-        });
+        let proposal = async move { propose_batch(&proposer, gathering.batch).await };
+        slots.propose(permit, requests, &tracker, proposal).await;
+        want = next_want(requests, expired, &rx, &carry);
     }
 }
 

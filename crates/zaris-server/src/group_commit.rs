@@ -1,40 +1,187 @@
 //! What the two group-commit batchers (`renew.rs` for keepalives, `batch.rs` for client writes)
-//! share: a batch starts only when one of a few pipeline slots is free, so that while all are
-//! busy requests pile up in the queue and the next batch takes them together.
+//! share: their pipeline [`Slots`]. A batch starts only when a slot is free, so that while all
+//! are busy requests pile up in the queue and the next batch takes them together.
 //!
-//! A request that finds a slot free and nobody queued before it takes the slot itself and is
-//! proposed by its caller's own task ([`slot_for_caller`]): under light load a request then
-//! skips two task hand-offs (to the batcher, and from it to a proposing task), which on this
-//! path cost more than the work itself. The batcher takes a slot before it waits for a request,
-//! so this needs more than one slot. Either way at most `inflight` entries are in Raft.
+//! With one slot (the default for both) batches are Raft rounds, one after another:
+//! - the batcher proposes each batch from its own task, since nothing else could go before that
+//!   round ends (with more slots each batch gets a task of its own, holding its slot);
+//! - a batch may wait up to [`LINGER`] for as many requests as the batch before it took, plus
+//!   those that queued while that one was in Raft ([`next_want`], [`next_queued`]). Clients
+//!   that each wait for their answer before they send again get their answers together when a
+//!   batch applies, and send their next requests together; proposing the first of those as soon
+//!   as the slot was free split them into two batches that alternated (the first alone, then
+//!   the rest), so each request waited two rounds and its entry carried half as many. Two such
+//!   cohorts, once split, would alternate for good if a batch waited only for as many as the
+//!   last: waiting for the queued cohort and the one just answered merges them;
+//! - while batches carry one request each (a lone client), a request that finds the slot free
+//!   and nobody queued takes it and is proposed by its caller's own task ([`Slots::for_caller`]),
+//!   skipping two task hand-offs (to the batcher, and its answer back), which on this path cost
+//!   more than the work itself. Once a batch carries more, requests go through the batcher again,
+//!   so that clients answered together are batched together.
 //!
-//! With one slot (the default for both) batches are Raft rounds, one after another, and a batch
-//! may wait up to [`LINGER`] for as many requests as the batch before it took ([`next_queued`]).
-//! Clients that each wait for their answer before they send again get their answers together
-//! when a batch applies, and send their next requests together; proposing the first of those as
-//! soon as the slot was free split them into two batches that alternated (the first alone, then
-//! the rest), so each request waited two rounds and its entry carried half as many.
+//! With more than one slot a caller takes a free slot itself whenever nobody is queued. Either
+//! way at most as many entries as there are slots are in Raft at once.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-/// How long a batch may wait for as many requests as the one before it took, with one pipeline
-/// slot. tokio's timer counts in whole milliseconds, so the wait ends within two; it ends at
-/// once when the requests are there, and a lone client (batches of one) never waits.
+use crate::metrics as m;
+
+/// How long a batch may wait for the requests [`next_want`] expects, with one pipeline slot.
+/// tokio's timer counts in whole milliseconds, so the wait ends within two; it ends at once when
+/// the requests are there, and a lone client (batches of one) never waits.
 pub const LINGER: Duration = Duration::from_millis(1);
 
-/// When the batch being gathered stops waiting for requests: `None` if it never waits (more
-/// than one pipeline slot).
-pub(crate) fn linger_deadline(lingers: bool) -> Option<Instant> {
-    lingers.then(|| Instant::now() + LINGER)
+/// A batcher's pipeline slots: at most this many of its entries are in Raft at once. Shared by
+/// the batcher task and the handles its callers hold.
+#[derive(Debug)]
+pub(crate) struct Slots {
+    free: Arc<Semaphore>,
+    /// One slot: batches linger, the batcher proposes them itself, and callers go direct only
+    /// while batches are of one (see the module comment).
+    single: bool,
+    /// With one slot: the last batch carried one request.
+    lone: AtomicBool,
+}
+
+impl Slots {
+    /// `count` slots (at least one).
+    pub(crate) fn new(count: usize) -> Arc<Self> {
+        Arc::new(Slots {
+            free: Arc::new(Semaphore::new(count.max(1))),
+            single: count <= 1,
+            lone: AtomicBool::new(true),
+        })
+    }
+
+    /// A slot for a caller to propose its request alone, at once: only if one is free, no
+    /// request is queued (a queued one is older and goes first, in the next batch) and, with
+    /// one slot, the last batch carried one request. The semaphore is fair, so a batcher
+    /// waiting for a slot gets the next one released; callers taking free slots never starve
+    /// the queue.
+    pub(crate) fn for_caller<T>(&self, queue: &mpsc::Sender<T>) -> Option<OwnedSemaphorePermit> {
+        if queue.capacity() < queue.max_capacity()
+            || (self.single && !self.lone.load(Ordering::Relaxed))
+        {
+            return None;
+        }
+        self.free.clone().try_acquire_owned().ok()
+    }
+
+    /// A free slot and the first request of the next batch: the one the last batch could not
+    /// take (`carry`), else the next queued. With one slot the request comes first, so that
+    /// the slot stays free for a lone caller while the batcher waits; with more, the slot, so
+    /// that requests pile up while all are busy. `None`: the node is stopping or the queue
+    /// closed.
+    pub(crate) async fn next_batch_start<T>(
+        &self,
+        carry: &mut Option<T>,
+        rx: &mut mpsc::Receiver<T>,
+        shutdown: &CancellationToken,
+    ) -> Option<(OwnedSemaphorePermit, T)> {
+        if self.single {
+            let first = first_request(carry, rx, shutdown).await?;
+            let permit = self.acquire(shutdown).await?;
+            Some((permit, first))
+        } else {
+            let permit = self.acquire(shutdown).await?;
+            let first = first_request(carry, rx, shutdown).await?;
+            Some((permit, first))
+        }
+    }
+
+    async fn acquire(&self, shutdown: &CancellationToken) -> Option<OwnedSemaphorePermit> {
+        tokio::select! {
+            _ = shutdown.cancelled() => None,
+            permit = self.free.clone().acquire_owned() => permit.ok(),
+        }
+    }
+
+    /// When the batch being gathered stops waiting for requests: `None` if it never waits
+    /// (more than one slot).
+    pub(crate) fn linger_deadline(&self) -> Option<Instant> {
+        self.single.then(|| Instant::now() + LINGER)
+    }
+
+    /// Proposes a gathered batch of `requests`, holding `permit` until `proposal` is done: in
+    /// the batcher's own task with one slot, else in a task of its own on `tracker`.
+    pub(crate) async fn propose<F>(
+        &self,
+        permit: OwnedSemaphorePermit,
+        requests: usize,
+        tracker: &TaskTracker,
+        proposal: F,
+    ) where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        if self.single {
+            self.lone.store(requests <= 1, Ordering::Relaxed);
+            proposal.await;
+            drop(permit);
+        } else {
+            tracker.spawn(async move {
+                proposal.await;
+                drop(permit);
+            });
+        }
+    }
+}
+
+/// Whether a batch stopped gathering still `short` of what it waited for, with its linger
+/// (`deadline`) run out; counted in [`m::LINGERS_EXPIRED`].
+pub(crate) fn linger_expired(
+    batcher: &'static str,
+    deadline: Option<Instant>,
+    short: bool,
+) -> bool {
+    let expired = short && deadline.is_some_and(|deadline| Instant::now() >= deadline);
+    if expired {
+        metrics::counter!(m::LINGERS_EXPIRED, "batcher" => batcher).increment(1);
+    }
+    expired
+}
+
+async fn first_request<T>(
+    carry: &mut Option<T>,
+    rx: &mut mpsc::Receiver<T>,
+    shutdown: &CancellationToken,
+) -> Option<T> {
+    if let Some(pending) = carry.take() {
+        return Some(pending);
+    }
+    tokio::select! {
+        _ = shutdown.cancelled() => None,
+        next = rx.recv() => next,
+    }
+}
+
+/// How many requests the next batch waits for, with one slot, once a batch of `requests` is
+/// applied: its clients, about to send again, and those queued while it was in Raft (`rx` and
+/// `carry`: another cohort of clients, which waiting for both merges with this one). None if
+/// this batch waited out its linger in vain (`expired`): clients that do not come back (each
+/// sends once, or not at once) would make every batch wait its whole linger, so the next one
+/// takes what is queued.
+pub(crate) fn next_want<T>(
+    requests: usize,
+    expired: bool,
+    rx: &mpsc::Receiver<T>,
+    carry: &Option<T>,
+) -> usize {
+    if expired {
+        return 0;
+    }
+    requests + rx.len() + usize::from(carry.is_some())
 }
 
 /// The next request for the batch being gathered: one queued now; else, while the batch is
-/// `short` of the size of the one before it, the next to arrive before `deadline`. `None`: the
+/// `short` of what [`next_want`] expects, the next to arrive before `deadline`. `None`: the
 /// batch is complete (nothing queued and no wait left, or the queue closed).
 pub(crate) async fn next_queued<T>(
     rx: &mut mpsc::Receiver<T>,
@@ -51,100 +198,165 @@ pub(crate) async fn next_queued<T>(
         .flatten()
 }
 
-/// Waits for a free pipeline slot, then for the first request of the next batch: the one the
-/// last batch could not take (`carry`), else the next queued. `None`: the node is stopping or
-/// the queue closed.
-pub(crate) async fn next_batch_start<T>(
-    inflight: &Arc<Semaphore>,
-    carry: &mut Option<T>,
-    rx: &mut mpsc::Receiver<T>,
-    shutdown: &CancellationToken,
-) -> Option<(OwnedSemaphorePermit, T)> {
-    let permit = tokio::select! {
-        _ = shutdown.cancelled() => return None,
-        permit = inflight.clone().acquire_owned() => permit.ok()?,
-    };
-    let first = match carry.take() {
-        Some(pending) => pending,
-        None => tokio::select! {
-            _ = shutdown.cancelled() => return None,
-            next = rx.recv() => next?,
-        },
-    };
-    Some((permit, first))
-}
-
-/// A pipeline slot for a caller to propose its request alone, at once: only if one is free and
-/// no request is queued (a queued one is older and goes first, in the next batch). The
-/// semaphore is fair, so a batcher waiting for a slot gets the next one released; callers
-/// taking free slots never starve the queue.
-pub(crate) fn slot_for_caller<T>(
-    inflight: &Arc<Semaphore>,
-    queue: &mpsc::Sender<T>,
-) -> Option<OwnedSemaphorePermit> {
-    if queue.capacity() < queue.max_capacity() {
-        return None;
-    }
-    inflight.clone().try_acquire_owned().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[tokio::test]
     async fn a_caller_takes_a_free_slot_only_while_nobody_is_queued() {
-        let inflight = Arc::new(Semaphore::new(2));
+        let slots = Slots::new(2);
         let (tx, mut rx) = mpsc::channel::<u32>(8);
 
-        let first = slot_for_caller(&inflight, &tx).expect("a free slot, an empty queue");
-        let second = slot_for_caller(&inflight, &tx).expect("the second slot");
-        assert!(
-            slot_for_caller(&inflight, &tx).is_none(),
-            "every slot is taken"
-        );
+        let first = slots.for_caller(&tx).expect("a free slot, an empty queue");
+        let second = slots.for_caller(&tx).expect("the second slot");
+        assert!(slots.for_caller(&tx).is_none(), "every slot is taken");
         drop(first);
 
         tx.send(7).await.expect("the queue is open");
         assert!(
-            slot_for_caller(&inflight, &tx).is_none(),
+            slots.for_caller(&tx).is_none(),
             "a queued request goes before a newcomer"
         );
         assert_eq!(rx.recv().await, Some(7));
-        assert!(slot_for_caller(&inflight, &tx).is_some());
+        assert!(slots.for_caller(&tx).is_some());
         drop(second);
     }
 
     #[tokio::test]
-    async fn a_batcher_waiting_for_a_slot_gets_the_next_one_released() {
-        let inflight = Arc::new(Semaphore::new(1));
-        let (tx, mut rx) = mpsc::channel::<u32>(8);
-        let shutdown = CancellationToken::new();
-        let held = slot_for_caller(&inflight, &tx).expect("the only slot");
+    async fn with_one_slot_a_caller_goes_direct_only_while_batches_are_of_one() {
+        let slots = Slots::new(1);
+        let (tx, _rx) = mpsc::channel::<u32>(8);
+        let tracker = TaskTracker::new();
+        drop(slots.for_caller(&tx).expect("a lone client at the start"));
 
-        let mut carry = Some(1);
-        let batcher = {
-            let inflight = inflight.clone();
-            tokio::spawn(async move {
-                next_batch_start(&inflight, &mut carry, &mut rx, &shutdown)
-                    .await
-                    .map(|(_permit, first)| first)
-            })
-        };
-        // The test runtime has one thread: yielding lets the batcher run until it waits for the
-        // slot.
-        tokio::task::yield_now().await;
-        assert!(!batcher.is_finished());
-        drop(held);
+        let permit = slots.for_caller(&tx).expect("the slot is free");
+        slots.propose(permit, 3, &tracker, async {}).await;
         assert!(
-            slot_for_caller(&inflight, &tx).is_none(),
-            "the released slot went to the waiting batcher"
+            slots.for_caller(&tx).is_none(),
+            "after a batch of three, requests go through the batcher"
         );
-        assert_eq!(batcher.await.expect("the batcher task ran"), Some(1));
+
+        let permit = slots.free.clone().try_acquire_owned().expect("free");
+        slots.propose(permit, 1, &tracker, async {}).await;
+        assert!(
+            slots.for_caller(&tx).is_some(),
+            "after a batch of one, a caller goes direct again"
+        );
+    }
+
+    #[tokio::test]
+    async fn with_one_slot_the_batcher_leaves_the_slot_free_while_it_waits_for_a_request() {
+        for (count, free_while_waiting) in [(1, 1), (2, 1)] {
+            let slots = Slots::new(count);
+            let (tx, mut rx) = mpsc::channel::<u32>(8);
+            let shutdown = CancellationToken::new();
+            let batcher = {
+                let slots = slots.clone();
+                let shutdown = shutdown.clone();
+                tokio::spawn(async move {
+                    slots
+                        .next_batch_start(&mut None, &mut rx, &shutdown)
+                        .await
+                        .map(|(_permit, first)| first)
+                })
+            };
+            // The test runtime has one thread: yielding lets the batcher run until it waits for
+            // a request.
+            tokio::task::yield_now().await;
+            let mut taken = Vec::new();
+            while let Some(permit) = slots.for_caller(&tx) {
+                taken.push(permit);
+            }
+            assert_eq!(taken.len(), free_while_waiting, "{count} slots");
+            drop(taken);
+            shutdown.cancel();
+            assert_eq!(batcher.await.expect("the batcher task ran"), None);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_batcher_waiting_for_a_slot_gets_the_next_one_released() {
+        for count in [1, 2] {
+            let slots = Slots::new(count);
+            let (tx, mut rx) = mpsc::channel::<u32>(8);
+            let shutdown = CancellationToken::new();
+            let mut held: Vec<_> = (0..count)
+                .map(|_| slots.for_caller(&tx).expect("a free slot"))
+                .collect();
+
+            let mut carry = Some(1);
+            let batcher = {
+                let slots = slots.clone();
+                tokio::spawn(async move {
+                    slots
+                        .next_batch_start(&mut carry, &mut rx, &shutdown)
+                        .await
+                        .map(|(_permit, first)| first)
+                })
+            };
+            tokio::task::yield_now().await;
+            assert!(!batcher.is_finished());
+            drop(held.pop());
+            assert!(
+                slots.for_caller(&tx).is_none(),
+                "the released slot went to the waiting batcher ({count} slots)"
+            );
+            assert_eq!(batcher.await.expect("the batcher task ran"), Some(1));
+        }
+    }
+
+    #[tokio::test]
+    async fn one_slot_proposes_in_the_batchers_task_more_in_tasks_holding_their_slot() {
+        for count in [1, 2] {
+            let slots = Slots::new(count);
+            let (tx, _rx) = mpsc::channel::<u32>(8);
+            let tracker = TaskTracker::new();
+            let (finish, finished) = tokio::sync::oneshot::channel::<()>();
+            let (done_tx, mut done) = tokio::sync::oneshot::channel();
+            let proposal = async move {
+                let _ = finished.await;
+                let _ = done_tx.send(());
+            };
+            let permit = slots.free.clone().try_acquire_owned().expect("free");
+            if count == 1 {
+                finish.send(()).expect("the proposal waits");
+                slots.propose(permit, 2, &tracker, proposal).await;
+                assert!(done.try_recv().is_ok(), "done when propose returns");
+            } else {
+                slots.propose(permit, 2, &tracker, proposal).await;
+                assert!(done.try_recv().is_err(), "still running");
+                assert_eq!(slots.free.available_permits(), 1, "its slot is held");
+                finish.send(()).expect("the proposal waits");
+                tracker.close();
+                tracker.wait().await;
+                assert_eq!(slots.free.available_permits(), 2, "and released after");
+                assert!(slots.for_caller(&tx).is_some());
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn the_next_batch_wants_the_last_ones_clients_and_those_queued_meanwhile() {
+        let (tx, rx) = mpsc::channel::<u32>(8);
+        assert_eq!(next_want(3, false, &rx, &None), 3, "one cohort");
+        tx.send(1).await.expect("the queue is open");
+        tx.send(2).await.expect("the queue is open");
+        assert_eq!(next_want(3, false, &rx, &None), 5, "another cohort queued");
+        assert_eq!(
+            next_want(3, false, &rx, &Some(9)),
+            6,
+            "and one carried over"
+        );
+        assert_eq!(
+            next_want(3, true, &rx, &Some(9)),
+            0,
+            "after a wait in vain: no wait"
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn next_queued_waits_only_while_short_and_within_the_linger() {
+        let lingering = Slots::new(1);
         let (tx, mut rx) = mpsc::channel::<u32>(8);
         let started = Instant::now();
         tx.send(1).await.expect("the queue is open");
@@ -158,7 +370,7 @@ mod tests {
             None,
             "no linger: no wait"
         );
-        let deadline = linger_deadline(true);
+        let deadline = lingering.linger_deadline();
         assert_eq!(
             next_queued(&mut rx, deadline, false).await,
             None,
@@ -184,9 +396,12 @@ mod tests {
             "the linger runs out"
         );
         assert!(started.elapsed() >= LINGER && started.elapsed() < 3 * LINGER);
-        assert_eq!(linger_deadline(false), None);
+        assert!(linger_expired("test", deadline, true));
+        assert!(!linger_expired("test", deadline, false), "not short");
+        assert!(!linger_expired("test", None, true), "no linger");
+        assert_eq!(Slots::new(2).linger_deadline(), None);
         drop(tx);
-        let deadline = linger_deadline(true);
+        let deadline = lingering.linger_deadline();
         assert_eq!(
             next_queued(&mut rx, deadline, true).await,
             None,

@@ -1,6 +1,6 @@
 //! Group commit for keepalives: renewals from every client stream are merged into one `Renew`
-//! entry per batch (one Raft round trip and one fsync for thousands of leases), with a few batches
-//! in flight at once. A renewal is acknowledged only after its entry is committed and applied.
+//! entry per batch (one Raft round trip and one fsync for thousands of leases), with one batch in
+//! flight at once unless `--renew-inflight` says more (`group_commit`). A renewal is acknowledged only after its entry is committed and applied.
 //!
 //! The batcher hands each request back the applied outcome ([`Renewal`], core types only); the
 //! Lease service turns it into the wire answer (`convert::lease::keepalive_response`).
@@ -8,14 +8,15 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use zaris_core::{Command, DurationMs, LeaseId, Outcome, Request, Response, Revision};
 use zaris_raft::StateHandle;
 
 use crate::error::ApiError;
-use crate::group_commit::{linger_deadline, next_batch_start, next_queued, slot_for_caller};
+use crate::group_commit::{Slots, linger_expired, next_queued, next_want};
 use crate::metrics as m;
 use crate::propose::Proposer;
 
@@ -80,7 +81,7 @@ struct Pending {
 pub struct RenewBatcher {
     tx: mpsc::Sender<Pending>,
     /// The pipeline slots, shared with the batcher task.
-    inflight: Arc<Semaphore>,
+    slots: Arc<Slots>,
     /// Proposes a caller's renewal that takes a free slot itself.
     direct: Proposer,
     /// `renew-ack-before-commit` answers before the Renew commits.
@@ -100,19 +101,18 @@ impl RenewBatcher {
     ) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
         let batcher_tracker = tracker.clone();
-        let lingers = inflight <= 1;
-        let inflight = Arc::new(Semaphore::new(inflight.max(1)));
+        let slots = Slots::new(inflight);
         tracker.spawn(run(
             rx,
             proposer.clone(),
             state,
-            (inflight.clone(), lingers),
+            slots.clone(),
             batcher_tracker,
             shutdown,
         ));
         RenewBatcher {
             tx,
-            inflight,
+            slots,
             direct: proposer,
             early_ack: None,
         }
@@ -129,13 +129,13 @@ impl RenewBatcher {
         self
     }
 
-    /// Renews `ids` (already validated: non-empty, within the batch limit): alone if a pipeline
-    /// slot is free and nothing is queued, else in the next batch.
+    /// Renews `ids` (already validated: non-empty, within the batch limit): alone if
+    /// [`Slots::for_caller`] gives it a slot, else in the next batch.
     pub async fn renew(&self, ids: Vec<LeaseId>) -> Result<Renewal, ApiError> {
         if let Some(early) = self.ack_early(&ids) {
             return early;
         }
-        if let Some(_slot) = slot_for_caller(&self.inflight, &self.tx) {
+        if let Some(_slot) = self.slots.for_caller(&self.tx) {
             return propose_renew(&self.direct, ids).await;
         }
         let (reply, rx) = oneshot::channel();
@@ -189,45 +189,45 @@ async fn run(
     mut rx: mpsc::Receiver<Pending>,
     proposer: Proposer,
     state: StateHandle,
-    (inflight, lingers): (Arc<Semaphore>, bool),
+    slots: Arc<Slots>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
 ) {
     let mut carry: Option<Pending> = None;
-    let mut last_batch_ids = 0;
-    while let Some((permit, first)) =
-        next_batch_start(&inflight, &mut carry, &mut rx, &shutdown).await
-    {
+    let mut want = 0;
+    while let Some((permit, first)) = slots.next_batch_start(&mut carry, &mut rx, &shutdown).await {
         // The cluster's current bound on ids per entry (replicated, so read it each time).
         let max_batch_ids = state
             .read(|d| d.state.limits().max_batch_ids as usize)
             .max(1);
-        let wait = lingers.then_some(last_batch_ids);
-        let (batch, ids) = collect_batch(first, &mut rx, &mut carry, max_batch_ids, wait).await;
-        last_batch_ids = ids;
+        // With one slot: the requests `group_commit::next_want` expects, if they come soon.
+        let linger = slots.linger_deadline().map(|deadline| (deadline, want));
+        let batch = collect_batch(first, &mut rx, &mut carry, max_batch_ids, linger).await;
+        let requests = batch.len();
+        let expired = linger_expired("renew", linger.map(|(d, _)| d), requests < want);
         let proposer = proposer.clone();
-        tracker.spawn(async move {
-            propose_batch(&proposer, batch).await;
-            drop(permit);
-        });
+        let proposal = async move { propose_batch(&proposer, batch).await };
+        slots.propose(permit, requests, &tracker, proposal).await;
+        want = next_want(requests, expired, &rx, &carry);
     }
 }
 
 /// `first` and what is queued behind it, up to `max_batch_ids` ids (a request that does not fit
-/// is left in `carry`, to start the next batch). With `wait` = `Some(ids)` (one pipeline slot:
-/// `group_commit`'s linger), waits up to `LINGER` for requests until the batch holds that many.
+/// is left in `carry`, to start the next batch). With `linger` = `Some((deadline, requests))`
+/// (one pipeline slot: `group_commit`'s linger), waits until `deadline` for more until the
+/// batch holds that many requests.
 async fn collect_batch<T: HasIds>(
     first: T,
     rx: &mut mpsc::Receiver<T>,
     carry: &mut Option<T>,
     max_batch_ids: usize,
-    wait: Option<usize>,
-) -> (Vec<T>, usize) {
-    let deadline = linger_deadline(wait.is_some());
-    let want = wait.unwrap_or(0);
+    linger: Option<(Instant, usize)>,
+) -> Vec<T> {
+    let deadline = linger.map(|(deadline, _)| deadline);
+    let want = linger.map_or(0, |(_, requests)| requests);
     let mut ids = first.ids();
     let mut batch = vec![first];
-    while let Some(next) = next_queued(rx, deadline, ids < want).await {
+    while let Some(next) = next_queued(rx, deadline, batch.len() < want).await {
         if ids + next.ids() > max_batch_ids {
             *carry = Some(next);
             break;
@@ -235,7 +235,7 @@ async fn collect_batch<T: HasIds>(
         ids += next.ids();
         batch.push(next);
     }
-    (batch, ids)
+    batch
 }
 
 /// What a queued request contributes to a batch's size.
@@ -274,7 +274,10 @@ async fn propose_renew(proposer: &Proposer, mut ids: Vec<LeaseId>) -> Result<Ren
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::group_commit::LINGER;
 
     impl HasIds for usize {
         fn ids(&self) -> usize {
@@ -282,43 +285,44 @@ mod tests {
         }
     }
 
-    use std::time::Duration;
-
-    use crate::group_commit::LINGER;
+    /// A linger starting now, until the batch holds `requests`.
+    fn linger(requests: usize) -> Option<(Instant, usize)> {
+        Some((Instant::now() + LINGER, requests))
+    }
 
     #[tokio::test(start_paused = true)]
     async fn takes_what_is_queued_without_waiting_when_told_not_to() {
         let (tx, mut rx) = mpsc::channel(8);
         tx.send(2).await.expect("the queue is open");
         let mut carry = None;
-        let started = tokio::time::Instant::now();
-        let (batch, ids) = collect_batch(1, &mut rx, &mut carry, 100, None).await;
-        assert_eq!((batch, ids), (vec![1, 2], 3));
+        let started = Instant::now();
+        let batch = collect_batch(1, &mut rx, &mut carry, 100, None).await;
+        assert_eq!(batch, vec![1, 2]);
         assert_eq!(started.elapsed(), Duration::ZERO);
-        // Nor when the ids wanted are there already.
+        // Nor when the requests wanted are there already.
         tx.send(5).await.expect("the queue is open");
-        let (batch, _) = collect_batch(1, &mut rx, &mut carry, 100, Some(6)).await;
+        let batch = collect_batch(1, &mut rx, &mut carry, 100, linger(2)).await;
         assert_eq!(batch, vec![1, 5]);
         assert_eq!(started.elapsed(), Duration::ZERO);
     }
 
     #[tokio::test(start_paused = true)]
-    async fn waits_for_the_previous_batchs_ids_within_the_linger() {
+    async fn waits_for_the_requests_wanted_within_the_linger() {
         let (tx, mut rx) = mpsc::channel(8);
         // Sends once the batcher waits (the test's runtime has one thread), each time.
         let sender = tokio::spawn(async move {
-            for n in [1, 1] {
+            for n in [7, 1] {
                 tokio::task::yield_now().await;
                 tx.send(n).await.expect("the queue is open");
             }
             tx
         });
-        let started = tokio::time::Instant::now();
-        let (batch, ids) = collect_batch(1, &mut rx, &mut None, 100, Some(3)).await;
-        assert_eq!((batch, ids), (vec![1, 1, 1], 3));
+        let started = Instant::now();
+        let batch = collect_batch(1, &mut rx, &mut None, 100, linger(3)).await;
+        assert_eq!(batch, vec![1, 7, 1], "three requests, whatever their ids");
         assert!(
             started.elapsed() < LINGER,
-            "ends as soon as the ids are there"
+            "ends as soon as the requests are there"
         );
         drop(sender.await.expect("the sender finished"));
     }
@@ -326,15 +330,15 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_linger_that_runs_out_sends_what_it_has() {
         let (tx, mut rx) = mpsc::channel::<usize>(8);
-        let started = tokio::time::Instant::now();
-        let (batch, ids) = collect_batch(4, &mut rx, &mut None, 100, Some(64)).await;
-        assert_eq!((batch, ids), (vec![4], 4));
+        let started = Instant::now();
+        let batch = collect_batch(4, &mut rx, &mut None, 100, linger(64)).await;
+        assert_eq!(batch, vec![4]);
         assert!(started.elapsed() >= LINGER);
         assert!(started.elapsed() < 3 * LINGER);
         // A closed queue (the node stops) ends the wait too.
         drop(tx);
-        let started = tokio::time::Instant::now();
-        let (batch, _) = collect_batch(4, &mut rx, &mut None, 100, Some(64)).await;
+        let started = Instant::now();
+        let batch = collect_batch(4, &mut rx, &mut None, 100, linger(64)).await;
         assert_eq!(batch, vec![4]);
         assert_eq!(started.elapsed(), Duration::ZERO);
     }
@@ -346,8 +350,8 @@ mod tests {
             tx.send(n).await.expect("the queue is open");
         }
         let mut carry = None;
-        let (batch, ids) = collect_batch(2, &mut rx, &mut carry, 6, Some(50)).await;
-        assert_eq!((batch, ids), (vec![2, 3], 5));
+        let batch = collect_batch(2, &mut rx, &mut carry, 6, linger(50)).await;
+        assert_eq!(batch, vec![2, 3], "5 ids: the next would make 10, over 6");
         assert_eq!(carry, Some(5), "kept, in order, for the next batch");
         assert_eq!(rx.try_recv(), Ok(1));
     }
