@@ -174,6 +174,16 @@ impl Gathering {
                 .is_none_or(|touch| !self.touched.contains(&touch))
     }
 
+    /// Whether no request could join: a batch that is full waits for no more.
+    fn full(&self) -> bool {
+        self.batch.len() >= MAX_BATCH_REQUESTS || self.bytes >= MAX_BATCH_BYTES
+    }
+
+    /// Whether the batch still lacks requests the linger waits for (`want`), and could take them.
+    fn short_of(&self, want: usize) -> bool {
+        self.batch.len() < want && !self.full()
+    }
+
     fn push(&mut self, next: Pending) {
         if let Some(touch) = next.touch {
             self.touched.insert(touch);
@@ -199,7 +209,7 @@ async fn run(
         let mut gathering = Gathering::new(first);
         // With one slot: the requests `group_commit::next_want` expects, if they come soon.
         let deadline = slots.linger_deadline();
-        while let Some(next) = next_queued(&mut rx, deadline, gathering.batch.len() < want).await {
+        while let Some(next) = next_queued(&mut rx, deadline, gathering.short_of(want)).await {
             if next.abandoned() {
                 continue;
             }
@@ -210,10 +220,12 @@ async fn run(
             gathering.push(next);
         }
         let requests = gathering.batch.len();
-        let expired = linger_expired("write", deadline, requests < want);
+        let expired = linger_expired("write", deadline, gathering.short_of(want));
         let proposer = proposer.clone();
         let proposal = async move { propose_batch(&proposer, gathering.batch).await };
-        slots.propose(permit, requests, &tracker, proposal).await;
+        slots
+            .propose(permit, requests, carry.is_some(), &tracker, proposal)
+            .await;
         want = next_want(requests, expired, &rx, &carry);
     }
 }
@@ -344,6 +356,23 @@ mod tests {
         // A request larger than a batch still goes, alone.
         let large = Gathering::new(pending(put("c", 2 * MAX_BATCH_BYTES)));
         assert!(!large.admits(&pending(grant(0))));
+    }
+
+    #[test]
+    fn a_full_batch_is_short_of_nothing() {
+        let mut gathering = Gathering::new(pending(grant(0)));
+        assert!(gathering.short_of(2));
+        assert!(!gathering.short_of(1), "all there");
+        while !gathering.full() {
+            gathering.push(pending(grant(0)));
+        }
+        assert_eq!(gathering.batch.len(), MAX_BATCH_REQUESTS);
+        assert!(
+            !gathering.short_of(MAX_BATCH_REQUESTS + 10),
+            "full: it waits for no more, whatever the last batches took"
+        );
+        let large = Gathering::new(pending(put("c", MAX_BATCH_BYTES)));
+        assert!(large.full() && !large.short_of(2), "full in bytes");
     }
 
     #[test]

@@ -20,7 +20,13 @@
 //!   so that clients answered together are batched together.
 //!
 //! With more than one slot a caller takes a free slot itself whenever nobody is queued. Either
-//! way at most as many entries as there are slots are in Raft at once.
+//! way the node starts at most as many entries as there are slots at once. A slot bounds what the
+//! node starts, not what Raft holds: a caller that gives up (its client went away, its timeout
+//! ran out) frees its slot while its entry may still be in Raft, where it keeps its place in the
+//! log like any other.
+//!
+//! A stopping node answers what is queued with `ShuttingDown` rather than start another batch
+//! (the batcher looks at the stop first, `biased`), and waits only for the batch in Raft.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -49,6 +55,9 @@ pub(crate) struct Slots {
     single: bool,
     /// With one slot: the last batch carried one request.
     lone: AtomicBool,
+    /// With one slot: the batcher holds a request it has not proposed yet (taken from the
+    /// queue, or carried over from the last batch), which goes before any newcomer.
+    holding: AtomicBool,
 }
 
 impl Slots {
@@ -58,17 +67,19 @@ impl Slots {
             free: Arc::new(Semaphore::new(count.max(1))),
             single: count <= 1,
             lone: AtomicBool::new(true),
+            holding: AtomicBool::new(false),
         })
     }
 
     /// A slot for a caller to propose its request alone, at once: only if one is free, no
     /// request is queued (a queued one is older and goes first, in the next batch) and, with
-    /// one slot, the last batch carried one request. The semaphore is fair, so a batcher
-    /// waiting for a slot gets the next one released; callers taking free slots never starve
-    /// the queue.
+    /// one slot, the last batch carried one request and the batcher holds none (taken off the
+    /// queue, or carried over, it is older too). The semaphore is fair, so a batcher waiting
+    /// for a slot gets the next one released; callers taking free slots never starve the queue.
     pub(crate) fn for_caller<T>(&self, queue: &mpsc::Sender<T>) -> Option<OwnedSemaphorePermit> {
         if queue.capacity() < queue.max_capacity()
-            || (self.single && !self.lone.load(Ordering::Relaxed))
+            || (self.single
+                && (!self.lone.load(Ordering::Acquire) || self.holding.load(Ordering::Acquire)))
         {
             return None;
         }
@@ -87,7 +98,12 @@ impl Slots {
         shutdown: &CancellationToken,
     ) -> Option<(OwnedSemaphorePermit, T)> {
         if self.single {
+            // A batch that proposed nothing (its first request's caller had gone) left this set.
+            if carry.is_none() {
+                self.holding.store(false, Ordering::Release);
+            }
             let first = first_request(carry, rx, shutdown).await?;
+            self.holding.store(true, Ordering::Release);
             let permit = self.acquire(shutdown).await?;
             Some((permit, first))
         } else {
@@ -99,6 +115,7 @@ impl Slots {
 
     async fn acquire(&self, shutdown: &CancellationToken) -> Option<OwnedSemaphorePermit> {
         tokio::select! {
+            biased;
             _ = shutdown.cancelled() => None,
             permit = self.free.clone().acquire_owned() => permit.ok(),
         }
@@ -111,19 +128,23 @@ impl Slots {
     }
 
     /// Proposes a gathered batch of `requests`, holding `permit` until `proposal` is done: in
-    /// the batcher's own task with one slot, else in a task of its own on `tracker`.
+    /// the batcher's own task with one slot, else in a task of its own on `tracker`. `carrying`:
+    /// the batcher kept a request for the next batch (one this batch could not take).
     pub(crate) async fn propose<F>(
         &self,
         permit: OwnedSemaphorePermit,
         requests: usize,
+        carrying: bool,
         tracker: &TaskTracker,
         proposal: F,
     ) where
         F: Future<Output = ()> + Send + 'static,
     {
         if self.single {
-            self.lone.store(requests <= 1, Ordering::Relaxed);
+            self.lone.store(requests <= 1, Ordering::Release);
             proposal.await;
+            // Before the slot is free: a caller that finds it free knows whether to wait.
+            self.holding.store(carrying, Ordering::Release);
             drop(permit);
         } else {
             tracker.spawn(async move {
@@ -153,10 +174,14 @@ async fn first_request<T>(
     rx: &mut mpsc::Receiver<T>,
     shutdown: &CancellationToken,
 ) -> Option<T> {
+    if shutdown.is_cancelled() {
+        return None;
+    }
     if let Some(pending) = carry.take() {
         return Some(pending);
     }
     tokio::select! {
+        biased;
         _ = shutdown.cancelled() => None,
         next = rx.recv() => next,
     }
@@ -230,18 +255,100 @@ mod tests {
         drop(slots.for_caller(&tx).expect("a lone client at the start"));
 
         let permit = slots.for_caller(&tx).expect("the slot is free");
-        slots.propose(permit, 3, &tracker, async {}).await;
+        slots.propose(permit, 3, false, &tracker, async {}).await;
         assert!(
             slots.for_caller(&tx).is_none(),
             "after a batch of three, requests go through the batcher"
         );
 
         let permit = slots.free.clone().try_acquire_owned().expect("free");
-        slots.propose(permit, 1, &tracker, async {}).await;
+        slots.propose(permit, 1, false, &tracker, async {}).await;
         assert!(
             slots.for_caller(&tx).is_some(),
             "after a batch of one, a caller goes direct again"
         );
+    }
+
+    #[tokio::test]
+    async fn with_one_slot_a_request_the_batcher_holds_goes_before_a_newcomer() {
+        let slots = Slots::new(1);
+        let (tx, mut rx) = mpsc::channel::<u32>(8);
+        let tracker = TaskTracker::new();
+        let shutdown = CancellationToken::new();
+
+        // A batch of one that left a request for the next: the slot is free, the queue empty.
+        let permit = slots.free.clone().try_acquire_owned().expect("free");
+        slots.propose(permit, 1, true, &tracker, async {}).await;
+        assert_eq!(slots.free.available_permits(), 1);
+        assert!(
+            slots.for_caller(&tx).is_none(),
+            "the carried request is older: it goes first"
+        );
+        let mut carry = Some(5);
+        let (permit, first) = slots
+            .next_batch_start(&mut carry, &mut rx, &shutdown)
+            .await
+            .expect("the carried request and the slot");
+        assert_eq!(first, 5);
+        slots.propose(permit, 1, false, &tracker, async {}).await;
+        assert!(
+            slots.for_caller(&tx).is_some(),
+            "nothing held: a lone caller goes direct again"
+        );
+
+        // Taken off the queue while a caller holds the slot: the batcher waits for the slot,
+        // and gets it before any newcomer.
+        let caller = slots.for_caller(&tx).expect("the slot is free");
+        tx.send(9).await.expect("the queue is open");
+        let batcher = {
+            let slots = slots.clone();
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                slots
+                    .next_batch_start(&mut None, &mut rx, &shutdown)
+                    .await
+                    .map(|(permit, first)| (slots.free.available_permits(), first, permit))
+            })
+        };
+        tokio::task::yield_now().await;
+        assert!(!batcher.is_finished(), "it waits for the slot");
+        assert!(
+            slots.for_caller(&tx).is_none(),
+            "the queue is empty, but the batcher holds a request"
+        );
+        drop(caller);
+        let (free, first, _permit) = batcher
+            .await
+            .expect("the batcher task ran")
+            .expect("a slot and the request");
+        assert_eq!((free, first), (0, 9));
+    }
+
+    #[tokio::test]
+    async fn a_stopping_batcher_starts_no_batch() {
+        for count in [1, 2] {
+            let slots = Slots::new(count);
+            let (tx, mut rx) = mpsc::channel::<u32>(8);
+            tx.send(1).await.expect("the queue is open");
+            let shutdown = CancellationToken::new();
+            shutdown.cancel();
+            let mut carry = Some(2);
+            assert!(
+                slots
+                    .next_batch_start(&mut carry, &mut rx, &shutdown)
+                    .await
+                    .is_none(),
+                "a free slot, a carried and a queued request, but the node stops ({count} slots)"
+            );
+            carry = None;
+            assert!(
+                slots
+                    .next_batch_start(&mut carry, &mut rx, &shutdown)
+                    .await
+                    .is_none(),
+                "a queued request ({count} slots)"
+            );
+        }
     }
 
     #[tokio::test]
@@ -268,9 +375,14 @@ mod tests {
                 taken.push(permit);
             }
             assert_eq!(taken.len(), free_while_waiting, "{count} slots");
+            // It was waiting for a request: given one, with one slot it waits for the slot (the
+            // caller took it); with two it holds one already and goes.
+            tx.send(7).await.expect("the queue is open");
+            tokio::task::yield_now().await;
+            assert_eq!(batcher.is_finished(), count == 2, "{count} slots");
             drop(taken);
-            shutdown.cancel();
-            assert_eq!(batcher.await.expect("the batcher task ran"), None);
+            assert_eq!(batcher.await.expect("the batcher task ran"), Some(7));
+            drop(shutdown);
         }
     }
 
@@ -313,17 +425,23 @@ mod tests {
             let tracker = TaskTracker::new();
             let (finish, finished) = tokio::sync::oneshot::channel::<()>();
             let (done_tx, mut done) = tokio::sync::oneshot::channel();
+            let watched = slots.clone();
             let proposal = async move {
                 let _ = finished.await;
-                let _ = done_tx.send(());
+                let _ = done_tx.send(watched.free.available_permits());
             };
             let permit = slots.free.clone().try_acquire_owned().expect("free");
             if count == 1 {
                 finish.send(()).expect("the proposal waits");
-                slots.propose(permit, 2, &tracker, proposal).await;
-                assert!(done.try_recv().is_ok(), "done when propose returns");
+                slots.propose(permit, 2, false, &tracker, proposal).await;
+                assert_eq!(
+                    done.try_recv(),
+                    Ok(0),
+                    "done when propose returns, its slot held meanwhile"
+                );
+                assert_eq!(slots.free.available_permits(), 1, "and released after");
             } else {
-                slots.propose(permit, 2, &tracker, proposal).await;
+                slots.propose(permit, 2, false, &tracker, proposal).await;
                 assert!(done.try_recv().is_err(), "still running");
                 assert_eq!(slots.free.available_permits(), 1, "its slot is held");
                 finish.send(()).expect("the proposal waits");

@@ -204,10 +204,14 @@ async fn run(
         let linger = slots.linger_deadline().map(|deadline| (deadline, want));
         let batch = collect_batch(first, &mut rx, &mut carry, max_batch_ids, linger).await;
         let requests = batch.len();
-        let expired = linger_expired("renew", linger.map(|(d, _)| d), requests < want);
+        let ids = batch.iter().map(HasIds::ids).sum();
+        let short = short_of(requests, ids, want, max_batch_ids);
+        let expired = linger_expired("renew", linger.map(|(d, _)| d), short);
         let proposer = proposer.clone();
         let proposal = async move { propose_batch(&proposer, batch).await };
-        slots.propose(permit, requests, &tracker, proposal).await;
+        slots
+            .propose(permit, requests, carry.is_some(), &tracker, proposal)
+            .await;
         want = next_want(requests, expired, &rx, &carry);
     }
 }
@@ -227,7 +231,13 @@ async fn collect_batch<T: HasIds>(
     let want = linger.map_or(0, |(_, requests)| requests);
     let mut ids = first.ids();
     let mut batch = vec![first];
-    while let Some(next) = next_queued(rx, deadline, batch.len() < want).await {
+    while let Some(next) = next_queued(
+        rx,
+        deadline,
+        short_of(batch.len(), ids, want, max_batch_ids),
+    )
+    .await
+    {
         if ids + next.ids() > max_batch_ids {
             *carry = Some(next);
             break;
@@ -236,6 +246,12 @@ async fn collect_batch<T: HasIds>(
         batch.push(next);
     }
     batch
+}
+
+/// Whether a batch of `requests` renewing `ids` still lacks requests the linger waits for
+/// (`want`), and could take them: a batch holding `max_batch_ids` ids waits for no more.
+fn short_of(requests: usize, ids: usize, want: usize, max_batch_ids: usize) -> bool {
+    requests < want && ids < max_batch_ids
 }
 
 /// What a queued request contributes to a batch's size.
@@ -354,5 +370,24 @@ mod tests {
         assert_eq!(batch, vec![2, 3], "5 ids: the next would make 10, over 6");
         assert_eq!(carry, Some(5), "kept, in order, for the next batch");
         assert_eq!(rx.try_recv(), Ok(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_batch_waits_for_no_more() {
+        let (_tx, mut rx) = mpsc::channel::<usize>(8);
+        let started = Instant::now();
+        let batch = collect_batch(4, &mut rx, &mut None, 6, linger(3)).await;
+        assert_eq!(batch, vec![4], "room left: 2 ids");
+        assert!(started.elapsed() >= LINGER, "so it waited");
+        let started = Instant::now();
+        let batch = collect_batch(6, &mut rx, &mut None, 6, linger(3)).await;
+        assert_eq!(batch, vec![6]);
+        assert_eq!(started.elapsed(), Duration::ZERO, "full: no wait");
+        assert!(short_of(1, 4, 3, 6));
+        assert!(
+            !short_of(1, 6, 3, 6),
+            "full, so not short (no wait counted in vain)"
+        );
+        assert!(!short_of(3, 4, 3, 6), "all there");
     }
 }
