@@ -23,7 +23,7 @@ use zaris_core::{Batching, Command, MAX_BATCH_REQUESTS, Outcome, Request};
 use zaris_raft::Reply;
 
 use crate::error::ApiError;
-use crate::group_commit::{Slots, linger_expired, next_queued, next_want};
+use crate::group_commit::{Slots, linger_expired, next_queued, next_want, refuse_unproposed};
 use crate::metrics as m;
 use crate::propose::Proposer;
 
@@ -228,6 +228,11 @@ async fn run(
             .await;
         want = next_want(requests, expired, &rx, &carry);
     }
+    refuse_unproposed(carry, &mut rx, |pending| {
+        let _ = pending
+            .reply
+            .send(Err(ApiError::ShuttingDown { proposed: false }));
+    });
 }
 
 async fn propose_batch(proposer: &Proposer, mut batch: Vec<Pending>) {

@@ -89,8 +89,8 @@ impl Slots {
     /// A free slot and the first request of the next batch: the one the last batch could not
     /// take (`carry`), else the next queued. With one slot the request comes first, so that
     /// the slot stays free for a lone caller while the batcher waits; with more, the slot, so
-    /// that requests pile up while all are busy. `None`: the node is stopping or the queue
-    /// closed.
+    /// that requests pile up while all are busy. `None`: the node is stopping (a request taken
+    /// is put back in `carry`) or the queue closed.
     pub(crate) async fn next_batch_start<T>(
         &self,
         carry: &mut Option<T>,
@@ -104,7 +104,11 @@ impl Slots {
             }
             let first = first_request(carry, rx, shutdown).await?;
             self.holding.store(true, Ordering::Release);
-            let permit = self.acquire(shutdown).await?;
+            let Some(permit) = self.acquire(shutdown).await else {
+                // Never proposed: left for `refuse_unproposed`.
+                *carry = Some(first);
+                return None;
+            };
             Some((permit, first))
         } else {
             let permit = self.acquire(shutdown).await?;
@@ -152,6 +156,21 @@ impl Slots {
                 drop(permit);
             });
         }
+    }
+}
+
+/// Answers, through `refuse`, each request a stopping batcher never proposed: the one it
+/// carried, then those queued (the queue is closed first, so no more come). Their answer can be
+/// definite, since nothing of theirs reached Raft.
+pub(crate) fn refuse_unproposed<T>(
+    carry: Option<T>,
+    rx: &mut mpsc::Receiver<T>,
+    mut refuse: impl FnMut(T),
+) {
+    rx.close();
+    carry.into_iter().for_each(&mut refuse);
+    while let Ok(next) = rx.try_recv() {
+        refuse(next);
     }
 }
 
@@ -340,15 +359,38 @@ mod tests {
                     .is_none(),
                 "a free slot, a carried and a queued request, but the node stops ({count} slots)"
             );
-            carry = None;
-            assert!(
-                slots
-                    .next_batch_start(&mut carry, &mut rx, &shutdown)
-                    .await
-                    .is_none(),
-                "a queued request ({count} slots)"
-            );
+            let mut refused = Vec::new();
+            refuse_unproposed(carry.take(), &mut rx, |r| refused.push(r));
+            assert_eq!(refused, [2, 1], "each answered, in order ({count} slots)");
+            assert!(tx.send(3).await.is_err(), "and the queue closed");
         }
+    }
+
+    #[tokio::test]
+    async fn a_request_taken_when_the_node_stops_is_kept_to_be_refused() {
+        let slots = Slots::new(1);
+        let (tx, mut rx) = mpsc::channel::<u32>(8);
+        let shutdown = CancellationToken::new();
+        let caller = slots.for_caller(&tx).expect("the slot is free");
+        tx.send(4).await.expect("the queue is open");
+        let batcher = {
+            let slots = slots.clone();
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                let mut carry = None;
+                let started = slots.next_batch_start(&mut carry, &mut rx, &shutdown).await;
+                (started.map(|(_permit, first)| first), carry)
+            })
+        };
+        tokio::task::yield_now().await;
+        assert!(
+            !batcher.is_finished(),
+            "it took the request and waits for the slot"
+        );
+        shutdown.cancel();
+        let (started, carry) = batcher.await.expect("the batcher task ran");
+        assert_eq!((started, carry), (None, Some(4)));
+        drop(caller);
     }
 
     #[tokio::test]

@@ -16,7 +16,7 @@ use zaris_core::{Command, DurationMs, LeaseId, Outcome, Request, Response, Revis
 use zaris_raft::StateHandle;
 
 use crate::error::ApiError;
-use crate::group_commit::{Slots, linger_expired, next_queued, next_want};
+use crate::group_commit::{Slots, linger_expired, next_queued, next_want, refuse_unproposed};
 use crate::metrics as m;
 use crate::propose::Proposer;
 
@@ -214,6 +214,11 @@ async fn run(
             .await;
         want = next_want(requests, expired, &rx, &carry);
     }
+    refuse_unproposed(carry, &mut rx, |pending| {
+        let _ = pending
+            .reply
+            .send(Err(ApiError::ShuttingDown { proposed: false }));
+    });
 }
 
 /// `first` and what is queued behind it, up to `max_batch_ids` ids (a request that does not fit
