@@ -246,6 +246,31 @@ pub(crate) async fn next_queued<T>(
 mod tests {
     use super::*;
 
+    /// What a batcher task starting its next batch got: its slot and first request, if it
+    /// started one; and what it left in `carry`.
+    type Started = (Option<(OwnedSemaphorePermit, u32)>, Option<u32>);
+
+    /// A batcher task starting its next batch from `carry` and `rx`.
+    fn start_batch(
+        slots: &Arc<Slots>,
+        mut carry: Option<u32>,
+        mut rx: mpsc::Receiver<u32>,
+        shutdown: &CancellationToken,
+    ) -> tokio::task::JoinHandle<Started> {
+        let slots = slots.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let started = slots.next_batch_start(&mut carry, &mut rx, &shutdown).await;
+            (started, carry)
+        })
+    }
+
+    /// The first request of the batch a batcher task started, if it started one.
+    async fn first_of(batcher: tokio::task::JoinHandle<Started>) -> Option<u32> {
+        let (started, _carry) = batcher.await.expect("the batcher task ran");
+        started.map(|(_permit, first)| first)
+    }
+
     #[tokio::test]
     async fn a_caller_takes_a_free_slot_only_while_nobody_is_queued() {
         let slots = Slots::new(2);
@@ -319,16 +344,7 @@ mod tests {
         // and gets it before any newcomer.
         let caller = slots.for_caller(&tx).expect("the slot is free");
         tx.send(9).await.expect("the queue is open");
-        let batcher = {
-            let slots = slots.clone();
-            let shutdown = shutdown.clone();
-            tokio::spawn(async move {
-                slots
-                    .next_batch_start(&mut None, &mut rx, &shutdown)
-                    .await
-                    .map(|(permit, first)| (slots.free.available_permits(), first, permit))
-            })
-        };
+        let batcher = start_batch(&slots, None, rx, &shutdown);
         tokio::task::yield_now().await;
         assert!(!batcher.is_finished(), "it waits for the slot");
         assert!(
@@ -336,11 +352,7 @@ mod tests {
             "the queue is empty, but the batcher holds a request"
         );
         drop(caller);
-        let (free, first, _permit) = batcher
-            .await
-            .expect("the batcher task ran")
-            .expect("a slot and the request");
-        assert_eq!((free, first), (0, 9));
+        assert_eq!(first_of(batcher).await, Some(9));
     }
 
     #[tokio::test]
@@ -369,19 +381,11 @@ mod tests {
     #[tokio::test]
     async fn a_request_taken_when_the_node_stops_is_kept_to_be_refused() {
         let slots = Slots::new(1);
-        let (tx, mut rx) = mpsc::channel::<u32>(8);
+        let (tx, rx) = mpsc::channel::<u32>(8);
         let shutdown = CancellationToken::new();
         let caller = slots.for_caller(&tx).expect("the slot is free");
         tx.send(4).await.expect("the queue is open");
-        let batcher = {
-            let slots = slots.clone();
-            let shutdown = shutdown.clone();
-            tokio::spawn(async move {
-                let mut carry = None;
-                let started = slots.next_batch_start(&mut carry, &mut rx, &shutdown).await;
-                (started.map(|(_permit, first)| first), carry)
-            })
-        };
+        let batcher = start_batch(&slots, None, rx, &shutdown);
         tokio::task::yield_now().await;
         assert!(
             !batcher.is_finished(),
@@ -389,7 +393,8 @@ mod tests {
         );
         shutdown.cancel();
         let (started, carry) = batcher.await.expect("the batcher task ran");
-        assert_eq!((started, carry), (None, Some(4)));
+        assert!(started.is_none());
+        assert_eq!(carry, Some(4));
         drop(caller);
     }
 
@@ -397,18 +402,9 @@ mod tests {
     async fn with_one_slot_the_batcher_leaves_the_slot_free_while_it_waits_for_a_request() {
         for (count, free_while_waiting) in [(1, 1), (2, 1)] {
             let slots = Slots::new(count);
-            let (tx, mut rx) = mpsc::channel::<u32>(8);
+            let (tx, rx) = mpsc::channel::<u32>(8);
             let shutdown = CancellationToken::new();
-            let batcher = {
-                let slots = slots.clone();
-                let shutdown = shutdown.clone();
-                tokio::spawn(async move {
-                    slots
-                        .next_batch_start(&mut None, &mut rx, &shutdown)
-                        .await
-                        .map(|(_permit, first)| first)
-                })
-            };
+            let batcher = start_batch(&slots, None, rx, &shutdown);
             // The test runtime has one thread: yielding lets the batcher run until it waits for
             // a request.
             tokio::task::yield_now().await;
@@ -423,8 +419,7 @@ mod tests {
             tokio::task::yield_now().await;
             assert_eq!(batcher.is_finished(), count == 2, "{count} slots");
             drop(taken);
-            assert_eq!(batcher.await.expect("the batcher task ran"), Some(7));
-            drop(shutdown);
+            assert_eq!(first_of(batcher).await, Some(7));
         }
     }
 
@@ -432,22 +427,13 @@ mod tests {
     async fn a_batcher_waiting_for_a_slot_gets_the_next_one_released() {
         for count in [1, 2] {
             let slots = Slots::new(count);
-            let (tx, mut rx) = mpsc::channel::<u32>(8);
+            let (tx, rx) = mpsc::channel::<u32>(8);
             let shutdown = CancellationToken::new();
             let mut held: Vec<_> = (0..count)
                 .map(|_| slots.for_caller(&tx).expect("a free slot"))
                 .collect();
 
-            let mut carry = Some(1);
-            let batcher = {
-                let slots = slots.clone();
-                tokio::spawn(async move {
-                    slots
-                        .next_batch_start(&mut carry, &mut rx, &shutdown)
-                        .await
-                        .map(|(_permit, first)| first)
-                })
-            };
+            let batcher = start_batch(&slots, Some(1), rx, &shutdown);
             tokio::task::yield_now().await;
             assert!(!batcher.is_finished());
             drop(held.pop());
@@ -455,7 +441,7 @@ mod tests {
                 slots.for_caller(&tx).is_none(),
                 "the released slot went to the waiting batcher ({count} slots)"
             );
-            assert_eq!(batcher.await.expect("the batcher task ran"), Some(1));
+            assert_eq!(first_of(batcher).await, Some(1));
         }
     }
 
