@@ -24,7 +24,7 @@ use self::zaris::ZarisCluster;
 pub(crate) use self::zaris::ZarisTarget;
 use crate::Args;
 use crate::floor::{self, FloorCluster};
-use crate::load::{CALL_TIMEOUT, Sample, closed_loop};
+use crate::load::{CALL_TIMEOUT, Sample, closed_loop, open_loop};
 
 /// Leases granted with this TTL outlive every workload.
 const TTL: Duration = Duration::from_secs(600);
@@ -35,6 +35,7 @@ pub(crate) const COMPARE_WORKLOADS: &[&str] = &[
     "put1",
     "floor1",
     "put16",
+    "putopen",
     "grant16",
     "keepalive8x64",
     "keepalive64x1",
@@ -44,6 +45,9 @@ pub(crate) const COMPARE_WORKLOADS: &[&str] = &[
     "populate1",
     "failover",
 ];
+/// Calls per second of the open-loop put workload: about what one closed-loop client makes on
+/// either system here, so that calls often overlap without queueing up.
+const OPEN_LOOP_RATE: u32 = 1_000;
 /// Workers of the populate phase.
 const POPULATE_WORKERS: usize = 32;
 
@@ -125,6 +129,16 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
                 "≥ 3",
                 costed(&zpids, puts(&z, 16, seconds)).await?,
                 costed(&epids, puts(&e, 16, seconds)).await?,
+            ));
+        }
+        if wants("putopen") {
+            rows.push(latency_row(
+                &format!(
+                    "put with lease, open loop at {OPEN_LOOP_RATE}/s (independent clients): p99 latency"
+                ),
+                "(no target: what the write linger costs)",
+                costed(&zpids, open_puts(&z, OPEN_LOOP_RATE, seconds)).await?,
+                costed(&epids, open_puts(&e, OPEN_LOOP_RATE, seconds)).await?,
             ));
         }
         if wants("grant16") {
@@ -276,6 +290,45 @@ fn throughput_row(
     }
 }
 
+/// A latency row for a load of fixed rate: the p99 of each system, lower being better; its
+/// detail adds p50, the slowest call, what was answered and what a request cost.
+fn latency_row(
+    workload: &str,
+    target: &'static str,
+    (zaris, zaris_cost): (Sample, Spent),
+    (etcd, etcd_cost): (Sample, Spent),
+) -> Row {
+    let max = |s: &Sample| s.latencies.iter().max().copied().unwrap_or_default();
+    println!(
+        "{workload}: zaris {:.2} ms, etcd {:.2} ms",
+        ms(zaris.percentile(0.99)),
+        ms(etcd.percentile(0.99))
+    );
+    let detail = format!(
+        "p50 {:.2} / {:.2} ms, max {:.1} / {:.1} ms; answered {:.0} / {:.0} /s, failed {} / {}; per request: CPU {:.0} / {:.0} µs, context switches {:.1} / {:.1}",
+        ms(zaris.percentile(0.5)),
+        ms(etcd.percentile(0.5)),
+        ms(max(&zaris)),
+        ms(max(&etcd)),
+        zaris.rate(),
+        etcd.rate(),
+        zaris.failed,
+        etcd.failed,
+        zaris_cost.servers.cpu_us_per(&zaris),
+        etcd_cost.servers.cpu_us_per(&etcd),
+        zaris_cost.servers.switches_per(&zaris),
+        etcd_cost.servers.switches_per(&etcd),
+    );
+    Row {
+        workload: workload.to_owned(),
+        zaris: zaris.percentile(0.99).as_secs_f64() * 1e6,
+        etcd: etcd.percentile(0.99).as_secs_f64() * 1e6,
+        unit: "µs",
+        target,
+        detail,
+    }
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -318,6 +371,20 @@ async fn puts<T: Target>(target: &T, workers: usize, duration: Duration) -> anyh
     // 256 keys per worker: 16 workers stay well within max_keys_per_lease (10,000).
     Ok(closed_loop(target, workers, duration, move |t, worker, n| {
         t.put(format!("bench/{worker}/{}", n % 256), vec![b'x'; 64], lease)
+    })
+    .await)
+}
+
+/// Puts with a lease at `rate_per_s`, whatever the puts in flight (`load::open_loop`), each to a
+/// key of its own among 256.
+async fn open_puts<T: Target>(
+    target: &T,
+    rate_per_s: u32,
+    duration: Duration,
+) -> anyhow::Result<Sample> {
+    let lease = target.grant(TTL).await?;
+    Ok(open_loop(target, rate_per_s, duration, move |t, n| {
+        t.put(format!("bench/open/{}", n % 256), vec![b'x'; 64], lease)
     })
     .await)
 }
