@@ -266,17 +266,14 @@ fn throughput_row(
         etcd.rate()
     );
     let detail = format!(
-        "p50 {:.1} / {:.1} ms, p99 {:.1} / {:.1} ms; failed {} / {}; per request: CPU {:.0} / {:.0} µs, context switches {:.1} / {:.1}; load client's CPU {:.0} / {:.0} µs",
+        "p50 {:.1} / {:.1} ms, p99 {:.1} / {:.1} ms; failed {} / {}; {}; load client's CPU {:.0} / {:.0} µs",
         ms(zaris.percentile(0.5)),
         ms(etcd.percentile(0.5)),
         ms(zaris.percentile(0.99)),
         ms(etcd.percentile(0.99)),
         zaris.failed,
         etcd.failed,
-        zaris_cost.servers.cpu_us_per(&zaris),
-        etcd_cost.servers.cpu_us_per(&etcd),
-        zaris_cost.servers.switches_per(&zaris),
-        etcd_cost.servers.switches_per(&etcd),
+        per_request((&zaris, &zaris_cost), (&etcd, &etcd_cost)),
         zaris_cost.client.cpu_us_per(&zaris),
         etcd_cost.client.cpu_us_per(&etcd),
     );
@@ -305,7 +302,7 @@ fn latency_row(
         ms(etcd.percentile(0.99))
     );
     let detail = format!(
-        "p50 {:.2} / {:.2} ms, max {:.1} / {:.1} ms; answered {:.0} / {:.0} /s, failed {} / {}; per request: CPU {:.0} / {:.0} µs, context switches {:.1} / {:.1}",
+        "p50 {:.2} / {:.2} ms, max {:.1} / {:.1} ms; answered {:.0} / {:.0} /s, failed {} / {}; {}",
         ms(zaris.percentile(0.5)),
         ms(etcd.percentile(0.5)),
         ms(max(&zaris)),
@@ -314,10 +311,7 @@ fn latency_row(
         etcd.rate(),
         zaris.failed,
         etcd.failed,
-        zaris_cost.servers.cpu_us_per(&zaris),
-        etcd_cost.servers.cpu_us_per(&etcd),
-        zaris_cost.servers.switches_per(&zaris),
-        etcd_cost.servers.switches_per(&etcd),
+        per_request((&zaris, &zaris_cost), (&etcd, &etcd_cost)),
     );
     Row {
         workload: workload.to_owned(),
@@ -327,6 +321,20 @@ fn latency_row(
         target,
         detail,
     }
+}
+
+/// What a request cost each cluster's servers: CPU time and context switches, Zaris / etcd.
+fn per_request(
+    (zaris, zaris_cost): (&Sample, &Spent),
+    (etcd, etcd_cost): (&Sample, &Spent),
+) -> String {
+    format!(
+        "per request: CPU {:.0} / {:.0} µs, context switches {:.1} / {:.1}",
+        zaris_cost.servers.cpu_us_per(zaris),
+        etcd_cost.servers.cpu_us_per(etcd),
+        zaris_cost.servers.switches_per(zaris),
+        etcd_cost.servers.switches_per(etcd),
+    )
 }
 
 fn ms(d: Duration) -> f64 {
