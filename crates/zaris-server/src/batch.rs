@@ -220,7 +220,7 @@ async fn run(
             gathering.push(next);
         }
         let requests = gathering.batch.len();
-        let expired = linger_expired("write", deadline, gathering.short_of(want));
+        let expired = linger_expired("write", deadline);
         let proposer = proposer.clone();
         let proposal = async move { propose_batch(&proposer, gathering.batch).await };
         slots

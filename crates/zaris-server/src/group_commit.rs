@@ -174,14 +174,13 @@ pub(crate) fn refuse_unproposed<T>(
     }
 }
 
-/// Whether a batch stopped gathering still `short` of what it waited for, with its linger
-/// (`deadline`) run out; counted in [`m::LINGERS_EXPIRED`].
-pub(crate) fn linger_expired(
-    batcher: &'static str,
-    deadline: Option<Instant>,
-    short: bool,
-) -> bool {
-    let expired = short && deadline.is_some_and(|deadline| Instant::now() >= deadline);
+/// Whether a batch's linger (`deadline`) had run out when the batch stopped gathering: it ended
+/// short of the requests it waited for, or the last of them came only after the deadline
+/// (tokio's timer fires up to a millisecond after it). Either way the clients it waited for did
+/// not come back within [`LINGER`], as clients answered together do, so the next batch should
+/// not wait for them ([`next_want`]). Counted in [`m::LINGERS_EXPIRED`].
+pub(crate) fn linger_expired(batcher: &'static str, deadline: Option<Instant>) -> bool {
+    let expired = deadline.is_some_and(|deadline| Instant::now() >= deadline);
     if expired {
         metrics::counter!(m::LINGERS_EXPIRED, "batcher" => batcher).increment(1);
     }
@@ -209,9 +208,13 @@ async fn first_request<T>(
 /// How many requests the next batch waits for, with one slot, once a batch of `requests` is
 /// applied: its clients, about to send again, and those queued while it was in Raft (`rx` and
 /// `carry`: another cohort of clients, which waiting for both merges with this one). None if
-/// this batch waited out its linger in vain (`expired`): clients that do not come back (each
-/// sends once, or not at once) would make every batch wait its whole linger, so the next one
-/// takes what is queued.
+/// this batch's linger ran out ([`linger_expired`]): clients that do not come back at once
+/// (each sends once, or when it has something to write) would make every batch wait its whole
+/// linger, so the next one takes what is queued. Clients that write independently at about one
+/// request per linger would otherwise keep every batch waiting for "the next one", which they
+/// send a linger later: on 2026-12-05, 1,000 puts/s from independent callers had three in four
+/// of the batches that waited made whole only after more than 1 ms, while a closed loop of 16
+/// clients granting had 99.6% of them whole within 1 ms.
 pub(crate) fn next_want<T>(
     requests: usize,
     expired: bool,
@@ -481,6 +484,31 @@ mod tests {
         }
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_linger_expires_when_its_batch_gathered_past_the_deadline_whole_or_not() {
+        let lingering = Slots::new(1);
+        let deadline = lingering.linger_deadline();
+        let (tx, mut rx) = mpsc::channel::<u32>(8);
+        tx.send(1).await.expect("the queue is open");
+        assert_eq!(next_queued(&mut rx, deadline, true).await, Some(1));
+        assert!(
+            !linger_expired("test", deadline),
+            "whole within the linger: its clients came back at once"
+        );
+        // The last request the batch waited for comes just after the deadline, before tokio's
+        // timer (which counts whole milliseconds) ends the wait: the batch is whole, late.
+        tokio::time::advance(LINGER + Duration::from_micros(300)).await;
+        tx.send(2).await.expect("the queue is open");
+        assert_eq!(next_queued(&mut rx, deadline, true).await, Some(2));
+        let expired = linger_expired("test", deadline);
+        assert!(expired, "whole, but only after the linger");
+        assert_eq!(
+            next_want(2, expired, &rx, &None),
+            0,
+            "so the next batch does not wait for these clients"
+        );
+    }
+
     #[tokio::test]
     async fn the_next_batch_wants_the_last_ones_clients_and_those_queued_meanwhile() {
         let (tx, rx) = mpsc::channel::<u32>(8);
@@ -542,9 +570,8 @@ mod tests {
             "the linger runs out"
         );
         assert!(started.elapsed() >= LINGER && started.elapsed() < 3 * LINGER);
-        assert!(linger_expired("test", deadline, true));
-        assert!(!linger_expired("test", deadline, false), "not short");
-        assert!(!linger_expired("test", None, true), "no linger");
+        assert!(linger_expired("test", deadline));
+        assert!(!linger_expired("test", None), "no linger");
         assert_eq!(Slots::new(2).linger_deadline(), None);
         drop(tx);
         let deadline = lingering.linger_deadline();

@@ -18,8 +18,8 @@ pub const RENEW_BATCHES: &str = "zaris_renew_batches_total";
 pub const WRITE_BATCHES: &str = "zaris_write_batches_total";
 /// Client writes that shared an entry with others.
 pub const BATCHED_REQUESTS: &str = "zaris_batched_requests_total";
-/// Batches that waited out their whole linger short of the requests they waited for
-/// (`group_commit`), by `batcher` (`write`, `renew`): clients that did not come back within 1 ms.
+/// Batches whose linger ran out before they were whole (`group_commit`), by `batcher` (`write`,
+/// `renew`): they went short, or their last request came only after the 1 ms it waits for.
 pub const LINGERS_EXPIRED: &str = "zaris_batch_lingers_expired_total";
 /// Expire entries proposed by this node as leader.
 pub const EXPIRE_BATCHES: &str = "zaris_expire_batches_total";

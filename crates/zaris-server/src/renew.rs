@@ -202,9 +202,9 @@ async fn run(
             .max(1);
         // With one slot: the requests `group_commit::next_want` expects, if they come soon.
         let linger = slots.linger_deadline().map(|deadline| (deadline, want));
-        let (batch, short) = collect_batch(first, &mut rx, &mut carry, max_batch_ids, linger).await;
+        let batch = collect_batch(first, &mut rx, &mut carry, max_batch_ids, linger).await;
         let requests = batch.len();
-        let expired = linger_expired("renew", linger.map(|(d, _)| d), short);
+        let expired = linger_expired("renew", linger.map(|(deadline, _)| deadline));
         let proposer = proposer.clone();
         let proposal = async move { propose_batch(&proposer, batch).await };
         slots
@@ -222,15 +222,14 @@ async fn run(
 /// `first` and what is queued behind it, up to `max_batch_ids` ids (a request that does not fit
 /// is left in `carry`, to start the next batch). With `linger` = `Some((deadline, requests))`
 /// (one pipeline slot: `group_commit`'s linger), waits until `deadline` for more until the
-/// batch holds that many requests. Also says whether the batch ended still short of them (its
-/// linger ran out, or the queue closed), for `group_commit::linger_expired`.
+/// batch holds that many requests.
 async fn collect_batch<T: HasIds>(
     first: T,
     rx: &mut mpsc::Receiver<T>,
     carry: &mut Option<T>,
     max_batch_ids: usize,
     linger: Option<(Instant, usize)>,
-) -> (Vec<T>, bool) {
+) -> Vec<T> {
     let deadline = linger.map(|(deadline, _)| deadline);
     let want = linger.map_or(0, |(_, requests)| requests);
     let mut ids = first.ids();
@@ -249,8 +248,7 @@ async fn collect_batch<T: HasIds>(
         ids += next.ids();
         batch.push(next);
     }
-    let short = short_of(batch.len(), ids, want, max_batch_ids);
-    (batch, short)
+    batch
 }
 
 /// Whether a batch of `requests` renewing `ids` still lacks requests the linger waits for
@@ -317,12 +315,12 @@ mod tests {
         tx.send(2).await.expect("the queue is open");
         let mut carry = None;
         let started = Instant::now();
-        let (batch, _) = collect_batch(1, &mut rx, &mut carry, 100, None).await;
+        let batch = collect_batch(1, &mut rx, &mut carry, 100, None).await;
         assert_eq!(batch, vec![1, 2]);
         assert_eq!(started.elapsed(), Duration::ZERO);
         // Nor when the requests wanted are there already.
         tx.send(5).await.expect("the queue is open");
-        let (batch, _) = collect_batch(1, &mut rx, &mut carry, 100, linger(2)).await;
+        let batch = collect_batch(1, &mut rx, &mut carry, 100, linger(2)).await;
         assert_eq!(batch, vec![1, 5]);
         assert_eq!(started.elapsed(), Duration::ZERO);
     }
@@ -339,7 +337,7 @@ mod tests {
             tx
         });
         let started = Instant::now();
-        let (batch, _) = collect_batch(1, &mut rx, &mut None, 100, linger(3)).await;
+        let batch = collect_batch(1, &mut rx, &mut None, 100, linger(3)).await;
         assert_eq!(batch, vec![1, 7, 1], "three requests, whatever their ids");
         assert!(
             started.elapsed() < LINGER,
@@ -352,14 +350,14 @@ mod tests {
     async fn a_linger_that_runs_out_sends_what_it_has() {
         let (tx, mut rx) = mpsc::channel::<usize>(8);
         let started = Instant::now();
-        let (batch, _) = collect_batch(4, &mut rx, &mut None, 100, linger(64)).await;
+        let batch = collect_batch(4, &mut rx, &mut None, 100, linger(64)).await;
         assert_eq!(batch, vec![4]);
         assert!(started.elapsed() >= LINGER);
         assert!(started.elapsed() < 3 * LINGER);
         // A closed queue (the node stops) ends the wait too.
         drop(tx);
         let started = Instant::now();
-        let (batch, _) = collect_batch(4, &mut rx, &mut None, 100, linger(64)).await;
+        let batch = collect_batch(4, &mut rx, &mut None, 100, linger(64)).await;
         assert_eq!(batch, vec![4]);
         assert_eq!(started.elapsed(), Duration::ZERO);
     }
@@ -371,7 +369,7 @@ mod tests {
             tx.send(n).await.expect("the queue is open");
         }
         let mut carry = None;
-        let (batch, _) = collect_batch(2, &mut rx, &mut carry, 6, linger(50)).await;
+        let batch = collect_batch(2, &mut rx, &mut carry, 6, linger(50)).await;
         assert_eq!(batch, vec![2, 3], "5 ids: the next would make 10, over 6");
         assert_eq!(carry, Some(5), "kept, in order, for the next batch");
         assert_eq!(rx.try_recv(), Ok(1));
@@ -381,20 +379,15 @@ mod tests {
     async fn a_full_batch_waits_for_no_more() {
         let (_tx, mut rx) = mpsc::channel::<usize>(8);
         let started = Instant::now();
-        let (batch, short) = collect_batch(4, &mut rx, &mut None, 6, linger(3)).await;
+        let batch = collect_batch(4, &mut rx, &mut None, 6, linger(3)).await;
         assert_eq!(batch, vec![4], "room left: 2 ids");
         assert!(started.elapsed() >= LINGER, "so it waited");
-        assert!(short, "and ended short");
         let started = Instant::now();
-        let (batch, short) = collect_batch(6, &mut rx, &mut None, 6, linger(3)).await;
+        let batch = collect_batch(6, &mut rx, &mut None, 6, linger(3)).await;
         assert_eq!(batch, vec![6]);
-        assert!(!short, "full, so not short");
         assert_eq!(started.elapsed(), Duration::ZERO, "full: no wait");
         assert!(short_of(1, 4, 3, 6));
-        assert!(
-            !short_of(1, 6, 3, 6),
-            "full, so not short (no wait counted in vain)"
-        );
+        assert!(!short_of(1, 6, 3, 6), "full, so not short");
         assert!(!short_of(3, 4, 3, 6), "all there");
     }
 }
