@@ -13,6 +13,12 @@
 //! Set beside `put × 1`, it tells how much of a round is the machine's (loopback, scheduler,
 //! disk) and how much the software's; it is not a system anyone could run (no leader election,
 //! no recovery, no reads).
+//!
+//! `--workloads floorapi1` puts the same pipeline behind the API stack a Zaris node must serve:
+//! the leader answers a tonic unary call (`proto/floor`, HTTP/2 over loopback, from a tonic
+//! client as the bench's etcd client is) and replicates the entry inside the call's handler, on a
+//! single-threaded async runtime, so no thread hand-off is added. What a replicated write
+//! through gRPC costs at the least on this machine, before any consensus, log format or state.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -22,12 +28,31 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use std::sync::{Arc, Mutex};
+
 use anyhow::Context;
 use rustix::event::{PollFd, PollFlags, poll};
 use tokio::io::AsyncBufReadExt;
 use tokio::process::{Child, Command};
+use tonic::{Request, Response, Status};
 
 use crate::load::Sample;
+
+/// The generated code of `proto/floor`.
+#[allow(
+    clippy::all,
+    clippy::pedantic,
+    clippy::unwrap_used,
+    missing_docs,
+    missing_debug_implementations,
+    unreachable_pub
+)]
+pub mod proto {
+    tonic::include_proto!("floor");
+}
+
+use proto::floor_client::FloorClient;
+use proto::floor_server::{Floor, FloorServer};
 
 /// An entry's size: about a put's log entry.
 pub const ENTRY_BYTES: usize = 256;
@@ -40,6 +65,8 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     Leader,
+    /// A leader that its client reaches through gRPC (`floorapi1`).
+    ApiLeader,
     Follower,
 }
 
@@ -47,14 +74,16 @@ impl Role {
     pub fn parse(role: &str) -> anyhow::Result<Self> {
         match role {
             "leader" => Ok(Role::Leader),
+            "leader-api" => Ok(Role::ApiLeader),
             "follower" => Ok(Role::Follower),
-            other => anyhow::bail!("unknown floor role {other:?} (leader or follower)"),
+            other => anyhow::bail!("unknown floor role {other:?} (leader, leader-api or follower)"),
         }
     }
 
     fn name(self) -> &'static str {
         match self {
             Role::Leader => "leader",
+            Role::ApiLeader => "leader-api",
             Role::Follower => "follower",
         }
     }
@@ -110,13 +139,18 @@ pub fn serve_node(role: &str, dir: &Path, followers: &[String]) -> anyhow::Resul
     stdout.flush()?;
     match role {
         Role::Follower => follow(&listener, log),
-        Role::Leader => {
+        Role::Leader | Role::ApiLeader => {
             let followers = followers
                 .iter()
                 .map(|addr| connect(addr.parse().context("a follower's address")?))
                 .collect::<anyhow::Result<Vec<_>>>()?;
             anyhow::ensure!(!followers.is_empty(), "a floor leader needs followers");
-            lead(&listener, followers, log)
+            let pipeline = Pipeline::new(followers, log);
+            if role == Role::ApiLeader {
+                serve_api(listener, pipeline)
+            } else {
+                lead(&listener, pipeline)
+            }
         }
     }
 }
@@ -146,43 +180,119 @@ fn read_entry(stream: &mut TcpStream, entry: &mut [u8; ENTRY_BYTES]) -> io::Resu
 pub fn follow(listener: &TcpListener, mut log: RingLog) -> anyhow::Result<()> {
     let mut leader = accept(listener)?;
     let mut entry = [0u8; ENTRY_BYTES];
-    while read_entry(&mut leader, &mut entry)?.is_some() {
+    loop {
+        match read_entry(&mut leader, &mut entry) {
+            Ok(Some(())) => {}
+            Ok(None) => return Ok(()),
+            // A gRPC leader ends by being killed, with acknowledgements it never read: the
+            // kernel resets the connection rather than closing it.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
         log.append(&entry)?;
         leader.write_all(&[1])?;
     }
-    Ok(())
 }
 
-/// The leader: for each entry of its one client, forward it to every follower, append and fsync
-/// it, wait until one follower has acknowledged it, and answer.
-pub fn lead(
-    listener: &TcpListener,
-    mut followers: Vec<TcpStream>,
-    mut log: RingLog,
-) -> anyhow::Result<()> {
+/// The leader's side of the pipeline: its followers, its log, and what each has acknowledged.
+pub struct Pipeline {
+    followers: Vec<TcpStream>,
+    log: RingLog,
+    /// Acknowledgements received from each follower: entry n is committed once any has n.
+    acked: Vec<u64>,
+    appended: u64,
+}
+
+impl Pipeline {
+    pub fn new(followers: Vec<TcpStream>, log: RingLog) -> Self {
+        Pipeline {
+            acked: vec![0; followers.len()],
+            followers,
+            log,
+            appended: 0,
+        }
+    }
+
+    /// Forwards `entry` to every follower, appends and fsyncs it, and returns once one follower
+    /// has acknowledged it too (the quorum).
+    pub fn replicate(&mut self, entry: &[u8; ENTRY_BYTES]) -> anyhow::Result<()> {
+        for follower in &mut self.followers {
+            follower.write_all(entry)?;
+        }
+        self.log.append(entry)?;
+        self.appended += 1;
+        while self.acked.iter().copied().max().unwrap_or(0) < self.appended {
+            read_acks(&mut self.followers, &mut self.acked)?;
+        }
+        Ok(())
+    }
+
+    /// A clean end: each follower sees the end of its stream after the last entry, and its last
+    /// acknowledgements are read, not reset by closing over them.
+    pub fn finish(mut self) -> anyhow::Result<()> {
+        for follower in &mut self.followers {
+            follower.shutdown(Shutdown::Write)?;
+            io::copy(follower, &mut io::sink())?;
+        }
+        Ok(())
+    }
+}
+
+/// The leader: replicates each entry of its one client, then answers.
+pub fn lead(listener: &TcpListener, mut pipeline: Pipeline) -> anyhow::Result<()> {
     let mut client = accept(listener)?;
     let mut entry = [0u8; ENTRY_BYTES];
-    // Acknowledgements received from each follower: entry n is committed once any has n.
-    let mut acked = vec![0u64; followers.len()];
-    let mut appended = 0u64;
     while read_entry(&mut client, &mut entry)?.is_some() {
-        for follower in &mut followers {
-            follower.write_all(&entry)?;
-        }
-        log.append(&entry)?;
-        appended += 1;
-        while acked.iter().copied().max().unwrap_or(0) < appended {
-            read_acks(&mut followers, &mut acked)?;
-        }
+        pipeline.replicate(&entry)?;
         client.write_all(&[1])?;
     }
-    // A clean end: each follower sees the end of its stream after the last entry, and its last
-    // acknowledgements are read, not reset by closing over them.
-    for follower in &mut followers {
-        follower.shutdown(Shutdown::Write)?;
-        io::copy(follower, &mut io::sink())?;
+    pipeline.finish()
+}
+
+/// The gRPC leader: serves `Floor.Write` until killed (its followers then see their streams
+/// end). One thread: the runtime's, which also runs each call's replication.
+pub fn serve_api(listener: TcpListener, pipeline: Pipeline) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        listener.set_nonblocking(true)?;
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        tonic::transport::Server::builder()
+            .add_service(FloorServer::new(FloorApi(Arc::new(Mutex::new(pipeline)))))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+            .await?;
+        Ok(())
+    })
+}
+
+/// `Floor.Write`: the entry replicated inside the handler. Blocking the runtime's one thread is
+/// the point: nothing else runs on it, and no other thread is woken for the write.
+struct FloorApi(Arc<Mutex<Pipeline>>);
+
+#[tonic::async_trait]
+impl Floor for FloorApi {
+    async fn write(&self, request: Request<proto::Entry>) -> Result<Response<proto::Ack>, Status> {
+        let entry: [u8; ENTRY_BYTES] =
+            request
+                .into_inner()
+                .data
+                .try_into()
+                .map_err(|data: Vec<u8>| {
+                    Status::invalid_argument(format!(
+                        "a floor entry is {ENTRY_BYTES} bytes, not {}",
+                        data.len()
+                    ))
+                })?;
+        let mut pipeline = self
+            .0
+            .lock()
+            .map_err(|_| Status::internal("an earlier write failed halfway"))?;
+        pipeline
+            .replicate(&entry)
+            .map_err(|e| Status::unavailable(format!("replication failed: {e:#}")))?;
+        Ok(Response::new(proto::Ack {}))
     }
-    Ok(())
 }
 
 /// Waits until a follower's acknowledgements can be read, and counts every one that can.
@@ -225,14 +335,49 @@ pub fn write_until(leader: SocketAddr, until: Instant) -> anyhow::Result<Sample>
     Ok(sample)
 }
 
+/// The closed loop of one gRPC client (`floorapi1`) until `until`.
+pub async fn write_api_until(leader: SocketAddr, until: Instant) -> anyhow::Result<Sample> {
+    let channel = tonic::transport::Channel::from_shared(format!("http://{leader}"))?
+        .connect_timeout(Duration::from_secs(2))
+        .connect()
+        .await?;
+    let mut client = FloorClient::new(channel);
+    let mut sample = Sample::default();
+    let started = Instant::now();
+    let mut n = 0u64;
+    while Instant::now() < until {
+        n += 1;
+        let mut data = vec![b'x'; ENTRY_BYTES];
+        data[..8].copy_from_slice(&n.to_be_bytes());
+        let sent = Instant::now();
+        client.write(proto::Entry { data }).await?;
+        sample.latencies.push(sent.elapsed());
+        sample.ok += 1;
+    }
+    sample.elapsed = started.elapsed();
+    Ok(sample)
+}
+
 /// Three `--floor-node` processes of this binary, logs under `dir`; killed when dropped.
 pub struct FloorCluster {
     nodes: Vec<Child>,
     leader: SocketAddr,
+    /// The leader serves gRPC, and ends only when killed.
+    api: bool,
 }
 
 impl FloorCluster {
+    /// The pipeline with a plain TCP leader (`floor1`).
     pub async fn start(dir: &Path) -> anyhow::Result<Self> {
+        Self::start_as(dir, Role::Leader).await
+    }
+
+    /// The pipeline with a gRPC leader (`floorapi1`).
+    pub async fn start_api(dir: &Path) -> anyhow::Result<Self> {
+        Self::start_as(dir, Role::ApiLeader).await
+    }
+
+    async fn start_as(dir: &Path, leader_role: Role) -> anyhow::Result<Self> {
         let exe = std::env::current_exe()?;
         let mut nodes = Vec::new();
         let mut followers = Vec::new();
@@ -241,11 +386,12 @@ impl FloorCluster {
             nodes.push(child);
             followers.push(format!("127.0.0.1:{port}"));
         }
-        let (child, port) = spawn(&exe, Role::Leader, &dir.join("leader"), &followers).await?;
+        let (child, port) = spawn(&exe, leader_role, &dir.join("leader"), &followers).await?;
         nodes.push(child);
         Ok(FloorCluster {
             nodes,
             leader: SocketAddr::from(([127, 0, 0, 1], port)),
+            api: leader_role == Role::ApiLeader,
         })
     }
 
@@ -257,8 +403,14 @@ impl FloorCluster {
         self.nodes.iter().filter_map(Child::id).collect()
     }
 
-    /// The nodes end by themselves once the client has gone; any that did not are killed.
+    /// The nodes end by themselves once the client has gone (a gRPC leader once killed, its
+    /// followers then); any that did not are killed.
     pub async fn stop(mut self) {
+        if self.api
+            && let Some(leader) = self.nodes.last_mut()
+        {
+            let _ = leader.kill().await;
+        }
         for node in &mut self.nodes {
             if tokio::time::timeout(Duration::from_secs(5), node.wait())
                 .await
@@ -326,7 +478,9 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let leader = listener.local_addr()?;
         let log = RingLog::create(&dir.path().join("leader"))?;
-        threads.push(std::thread::spawn(move || lead(&listener, followers, log)));
+        threads.push(std::thread::spawn(move || {
+            lead(&listener, Pipeline::new(followers, log))
+        }));
 
         let mut stream = connect(leader)?;
         let mut ack = [0u8; 1];
@@ -355,6 +509,56 @@ mod tests {
         Ok(())
     }
 
+    /// The same through gRPC: each answered write is in all three logs, in order, and an entry
+    /// of the wrong size is refused with a clear status, not written.
+    #[test]
+    fn every_write_answered_through_grpc_is_in_all_three_logs() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut followers = Vec::new();
+        for name in ["a", "b"] {
+            let listener = TcpListener::bind("127.0.0.1:0")?;
+            followers.push(connect(listener.local_addr()?)?);
+            let log = RingLog::create(&dir.path().join(name))?;
+            std::thread::spawn(move || follow(&listener, log));
+        }
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let leader = listener.local_addr()?;
+        let log = RingLog::create(&dir.path().join("leader"))?;
+        // Serves until the test process ends, as the real node does until it is killed.
+        std::thread::spawn(move || serve_api(listener, Pipeline::new(followers, log)));
+
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(async {
+            let channel = tonic::transport::Channel::from_shared(format!("http://{leader}"))?
+                .connect()
+                .await?;
+            let mut client = FloorClient::new(channel);
+            let refused = client
+                .write(proto::Entry { data: vec![1; 7] })
+                .await
+                .expect_err("a 7-byte entry");
+            assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+            assert!(refused.message().contains("not 7"), "{}", refused.message());
+            for n in 1..=50u64 {
+                let mut data = vec![b'x'; ENTRY_BYTES];
+                data[..8].copy_from_slice(&n.to_be_bytes());
+                client.write(proto::Entry { data }).await?;
+            }
+            anyhow::Ok(())
+        })?;
+        for name in ["a", "b", "leader"] {
+            let log = std::fs::read(dir.path().join(name))?;
+            for n in 1..=50u64 {
+                let at = (n as usize - 1) * ENTRY_BYTES;
+                assert_eq!(log[at..at + 8], n.to_be_bytes(), "{name}: entry {n}");
+            }
+            assert!(log[50 * ENTRY_BYTES..].iter().all(|&b| b == 0), "{name}");
+        }
+        Ok(())
+    }
+
     #[test]
     fn the_ring_wraps_at_its_end() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
@@ -372,6 +576,7 @@ mod tests {
     #[test]
     fn roles_are_named() -> anyhow::Result<()> {
         assert_eq!(Role::parse("leader")?, Role::Leader);
+        assert_eq!(Role::parse("leader-api")?, Role::ApiLeader);
         assert_eq!(Role::parse("follower")?, Role::Follower);
         assert!(Role::parse("candidate").is_err());
         Ok(())

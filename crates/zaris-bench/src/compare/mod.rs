@@ -34,6 +34,7 @@ pub(crate) const COMPARE_WORKLOADS: &[&str] = &[
     "read16",
     "put1",
     "floor1",
+    "floorapi1",
     "put16",
     "putopen",
     "grant16",
@@ -118,6 +119,21 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
             rows.push(throughput_row(
                 "replication floor, 1 client: 3 bare processes, TCP + fdatasync, no Raft, no \
                  gRPC (column 1; etcd: put with lease, 1 client)",
+                "(floor)",
+                measured?,
+                costed(&epids, puts(&e, 1, seconds)).await?,
+            ));
+        }
+        if wants("floorapi1") {
+            let floor = FloorCluster::start_api(&root.path().join("floorapi")).await?;
+            let fpids = floor.pids();
+            let leader = floor.leader();
+            let measured = costed(&fpids, floor::write_api_until(leader, Instant::now() + seconds))
+                .await;
+            floor.stop().await;
+            rows.push(throughput_row(
+                "replication floor through gRPC, 1 client: the floor's leader behind a tonic \
+                 unary call, no Raft (column 1; etcd: put with lease, 1 client)",
                 "(floor)",
                 measured?,
                 costed(&epids, puts(&e, 1, seconds)).await?,
