@@ -258,8 +258,9 @@ pub fn serve_api(listener: TcpListener, pipeline: Pipeline) -> anyhow::Result<()
     runtime.block_on(async move {
         listener.set_nonblocking(true)?;
         let listener = tokio::net::TcpListener::from_std(listener)?;
+        let api = FloorApi(Arc::new(Mutex::new(Some(pipeline))));
         tonic::transport::Server::builder()
-            .add_service(FloorServer::new(FloorApi(Arc::new(Mutex::new(pipeline)))))
+            .add_service(FloorServer::new(api))
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
             .await?;
         Ok(())
@@ -267,8 +268,10 @@ pub fn serve_api(listener: TcpListener, pipeline: Pipeline) -> anyhow::Result<()
 }
 
 /// `Floor.Write`: the entry replicated inside the handler. Blocking the runtime's one thread is
-/// the point: nothing else runs on it, and no other thread is woken for the write.
-struct FloorApi(Arc<Mutex<Pipeline>>);
+/// the point: nothing else runs on it, and no other thread is woken for the write. A write that
+/// fails halfway (a follower gone) may have reached some followers and not others, so the
+/// pipeline is dropped then and every later write refused.
+struct FloorApi(Arc<Mutex<Option<Pipeline>>>);
 
 #[tonic::async_trait]
 impl Floor for FloorApi {
@@ -284,13 +287,17 @@ impl Floor for FloorApi {
                         data.len()
                     ))
                 })?;
-        let mut pipeline = self
+        let mut slot = self
             .0
             .lock()
-            .map_err(|_| Status::internal("an earlier write failed halfway"))?;
-        pipeline
-            .replicate(&entry)
-            .map_err(|e| Status::unavailable(format!("replication failed: {e:#}")))?;
+            .map_err(|_| Status::internal("an earlier write panicked"))?;
+        let pipeline = slot
+            .as_mut()
+            .ok_or_else(|| Status::failed_precondition("an earlier write failed halfway"))?;
+        if let Err(e) = pipeline.replicate(&entry) {
+            *slot = None;
+            return Err(Status::unavailable(format!("replication failed: {e:#}")));
+        }
         Ok(Response::new(proto::Ack {}))
     }
 }
@@ -521,20 +528,9 @@ mod tests {
             let log = RingLog::create(&dir.path().join(name))?;
             std::thread::spawn(move || follow(&listener, log));
         }
-        let listener = TcpListener::bind("127.0.0.1:0")?;
-        let leader = listener.local_addr()?;
-        let log = RingLog::create(&dir.path().join("leader"))?;
-        // Serves until the test process ends, as the real node does until it is killed.
-        std::thread::spawn(move || serve_api(listener, Pipeline::new(followers, log)));
-
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        runtime.block_on(async {
-            let channel = tonic::transport::Channel::from_shared(format!("http://{leader}"))?
-                .connect()
-                .await?;
-            let mut client = FloorClient::new(channel);
+        let leader = start_api_leader(followers, dir.path())?;
+        current_thread()?.block_on(async {
+            let mut client = api_client(leader).await?;
             let refused = client
                 .write(proto::Entry { data: vec![1; 7] })
                 .await
@@ -557,6 +553,67 @@ mod tests {
             assert!(log[50 * ENTRY_BYTES..].iter().all(|&b| b == 0), "{name}");
         }
         Ok(())
+    }
+
+    /// Followers that went away at once: the write that finds out fails with a clear status,
+    /// and every later one is refused rather than run on a pipeline it left half-written.
+    #[test]
+    fn a_write_that_fails_halfway_is_refused_and_so_is_every_later_one() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut followers = Vec::new();
+        for _ in 0..2 {
+            let listener = TcpListener::bind("127.0.0.1:0")?;
+            followers.push(connect(listener.local_addr()?)?);
+            drop(accept(&listener)?);
+        }
+        let leader = start_api_leader(followers, dir.path())?;
+        current_thread()?.block_on(async {
+            let mut client = api_client(leader).await?;
+            let entry = || proto::Entry {
+                data: vec![b'x'; ENTRY_BYTES],
+            };
+            let failed = client.write(entry()).await.expect_err("no follower left");
+            assert_eq!(failed.code(), tonic::Code::Unavailable, "{failed:?}");
+            assert!(
+                failed.message().contains("replication failed"),
+                "{failed:?}"
+            );
+            let refused = client
+                .write(entry())
+                .await
+                .expect_err("the pipeline is gone");
+            assert_eq!(
+                refused.code(),
+                tonic::Code::FailedPrecondition,
+                "{refused:?}"
+            );
+            anyhow::Ok(())
+        })
+    }
+
+    /// A gRPC floor leader for `followers`, its log in `dir`; it serves until the test process
+    /// ends, as the real node does until it is killed.
+    fn start_api_leader(followers: Vec<TcpStream>, dir: &Path) -> anyhow::Result<SocketAddr> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let leader = listener.local_addr()?;
+        let log = RingLog::create(&dir.join("leader"))?;
+        std::thread::spawn(move || serve_api(listener, Pipeline::new(followers, log)));
+        Ok(leader)
+    }
+
+    async fn api_client(
+        leader: SocketAddr,
+    ) -> anyhow::Result<FloorClient<tonic::transport::Channel>> {
+        let channel = tonic::transport::Channel::from_shared(format!("http://{leader}"))?
+            .connect()
+            .await?;
+        Ok(FloorClient::new(channel))
+    }
+
+    fn current_thread() -> io::Result<tokio::runtime::Runtime> {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
     }
 
     #[test]
