@@ -38,18 +38,7 @@ use tonic::{Request, Response, Status};
 
 use crate::load::Sample;
 
-/// The generated code of `proto/floor`.
-#[allow(
-    clippy::all,
-    clippy::pedantic,
-    clippy::unwrap_used,
-    missing_docs,
-    missing_debug_implementations,
-    unreachable_pub
-)]
-pub mod proto {
-    tonic::include_proto!("floor");
-}
+use crate::proto::floor as proto;
 
 use proto::floor_client::FloorClient;
 use proto::floor_server::{Floor, FloorServer};
@@ -474,14 +463,7 @@ mod tests {
     #[test]
     fn every_answered_entry_is_in_all_three_logs() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
-        let mut followers = Vec::new();
-        let mut threads = Vec::new();
-        for name in ["a", "b"] {
-            let listener = TcpListener::bind("127.0.0.1:0")?;
-            followers.push(connect(listener.local_addr()?)?);
-            let log = RingLog::create(&dir.path().join(name))?;
-            threads.push(std::thread::spawn(move || follow(&listener, log)));
-        }
+        let (followers, mut threads) = start_followers(dir.path())?;
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let leader = listener.local_addr()?;
         let log = RingLog::create(&dir.path().join("leader"))?;
@@ -503,17 +485,7 @@ mod tests {
                 .join()
                 .map_err(|_| anyhow::anyhow!("a node panicked"))??;
         }
-        for name in ["a", "b", "leader"] {
-            let log = std::fs::read(dir.path().join(name))?;
-            assert_eq!(log.len() as u64, LOG_BYTES, "{name}");
-            for n in 1..=50u64 {
-                let at = (n as usize - 1) * ENTRY_BYTES;
-                assert_eq!(log[at..at + 8], n.to_be_bytes(), "{name}: entry {n}");
-                assert!(log[at + 8..at + ENTRY_BYTES].iter().all(|&b| b == b'x'));
-            }
-            assert!(log[50 * ENTRY_BYTES..].iter().all(|&b| b == 0), "{name}");
-        }
-        Ok(())
+        assert_entries_in_every_log(dir.path(), 50)
     }
 
     /// The same through gRPC: each answered write is in all three logs, in order, and an entry
@@ -521,13 +493,8 @@ mod tests {
     #[test]
     fn every_write_answered_through_grpc_is_in_all_three_logs() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
-        let mut followers = Vec::new();
-        for name in ["a", "b"] {
-            let listener = TcpListener::bind("127.0.0.1:0")?;
-            followers.push(connect(listener.local_addr()?)?);
-            let log = RingLog::create(&dir.path().join(name))?;
-            std::thread::spawn(move || follow(&listener, log));
-        }
+        // The followers serve until the leader ends: with the test process.
+        let (followers, _) = start_followers(dir.path())?;
         let leader = start_api_leader(followers, dir.path())?;
         current_thread()?.block_on(async {
             let mut client = api_client(leader).await?;
@@ -544,15 +511,7 @@ mod tests {
             }
             anyhow::Ok(())
         })?;
-        for name in ["a", "b", "leader"] {
-            let log = std::fs::read(dir.path().join(name))?;
-            for n in 1..=50u64 {
-                let at = (n as usize - 1) * ENTRY_BYTES;
-                assert_eq!(log[at..at + 8], n.to_be_bytes(), "{name}: entry {n}");
-            }
-            assert!(log[50 * ENTRY_BYTES..].iter().all(|&b| b == 0), "{name}");
-        }
-        Ok(())
+        assert_entries_in_every_log(dir.path(), 50)
     }
 
     /// Followers that went away at once: the write that finds out fails with a clear status,
@@ -589,6 +548,41 @@ mod tests {
             );
             anyhow::Ok(())
         })
+    }
+
+    type NodeThread = std::thread::JoinHandle<anyhow::Result<()>>;
+
+    /// Two followers on threads, logs `a` and `b` in `dir`: the leader's connections to them,
+    /// and the threads, which end when those connections do.
+    fn start_followers(dir: &Path) -> anyhow::Result<(Vec<TcpStream>, Vec<NodeThread>)> {
+        let mut followers = Vec::new();
+        let mut threads = Vec::new();
+        for name in ["a", "b"] {
+            let listener = TcpListener::bind("127.0.0.1:0")?;
+            followers.push(connect(listener.local_addr()?)?);
+            let log = RingLog::create(&dir.join(name))?;
+            threads.push(std::thread::spawn(move || follow(&listener, log)));
+        }
+        Ok((followers, threads))
+    }
+
+    /// Entries 1..=`count` (each its number, then `x`s) are the start of all three logs, in
+    /// order, and the rest of each ring is as prefilled.
+    fn assert_entries_in_every_log(dir: &Path, count: u64) -> anyhow::Result<()> {
+        for name in ["a", "b", "leader"] {
+            let log = std::fs::read(dir.join(name))?;
+            assert_eq!(log.len() as u64, LOG_BYTES, "{name}");
+            for n in 1..=count {
+                let at = (n as usize - 1) * ENTRY_BYTES;
+                assert_eq!(log[at..at + 8], n.to_be_bytes(), "{name}: entry {n}");
+                assert!(log[at + 8..at + ENTRY_BYTES].iter().all(|&b| b == b'x'));
+            }
+            assert!(
+                log[count as usize * ENTRY_BYTES..].iter().all(|&b| b == 0),
+                "{name}"
+            );
+        }
+        Ok(())
     }
 
     /// A gRPC floor leader for `followers`, its log in `dir`; it serves until the test process

@@ -9,6 +9,7 @@ mod failover;
 mod floor;
 mod load;
 mod memory;
+mod proto;
 mod scale;
 mod tls;
 mod workloads;

@@ -18,23 +18,7 @@ use zaris_testkit::serve::log_tail;
 
 use super::target::{Renewer, Target};
 
-/// The generated clients of etcd's v3 API (the subset in `proto/etcd`).
-#[allow(
-    clippy::all,
-    clippy::pedantic,
-    clippy::unwrap_used,
-    missing_docs,
-    missing_debug_implementations,
-    unreachable_pub
-)]
-pub mod proto {
-    pub mod etcdserverpb {
-        tonic::include_proto!("etcdserverpb");
-    }
-    pub mod v3lockpb {
-        tonic::include_proto!("v3lockpb");
-    }
-}
+use crate::proto;
 
 use proto::etcdserverpb::kv_client::KvClient;
 use proto::etcdserverpb::lease_client::LeaseClient;
