@@ -26,9 +26,8 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use rustix::event::{PollFd, PollFlags, poll};
@@ -37,9 +36,7 @@ use tokio::process::{Child, Command};
 use tonic::{Request, Response, Status};
 
 use crate::load::Sample;
-
 use crate::proto::floor as proto;
-
 use proto::floor_client::FloorClient;
 use proto::floor_server::{Floor, FloorServer};
 
@@ -247,7 +244,7 @@ pub fn serve_api(listener: TcpListener, pipeline: Pipeline) -> anyhow::Result<()
     runtime.block_on(async move {
         listener.set_nonblocking(true)?;
         let listener = tokio::net::TcpListener::from_std(listener)?;
-        let api = FloorApi(Arc::new(Mutex::new(Some(pipeline))));
+        let api = FloorApi(Mutex::new(Some(pipeline)));
         tonic::transport::Server::builder()
             .add_service(FloorServer::new(api))
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
@@ -260,7 +257,7 @@ pub fn serve_api(listener: TcpListener, pipeline: Pipeline) -> anyhow::Result<()
 /// the point: nothing else runs on it, and no other thread is woken for the write. A write that
 /// fails halfway (a follower gone) may have reached some followers and not others, so the
 /// pipeline is dropped then and every later write refused.
-struct FloorApi(Arc<Mutex<Option<Pipeline>>>);
+struct FloorApi(Mutex<Option<Pipeline>>);
 
 #[tonic::async_trait]
 impl Floor for FloorApi {
