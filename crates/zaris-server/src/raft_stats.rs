@@ -4,8 +4,8 @@
 //! entry, entries per append and per replication message) and how long a log entry spends in
 //! each stage on this node (proposed, received, submitted, persisted, committed, applied; p50 to
 //! p99.9 over the last 1,024 entries): where a write's time goes, which CPU profiles on a shared
-//! machine cannot tell. docs/performance.md ("Where a 1-client put's time goes") shows what they said
-//! about a 1-client put.
+//! machine cannot tell. docs/performance.md ("Where a 1-client put's time goes") shows what they
+//! said about a 1-client put.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
