@@ -7,6 +7,7 @@
 
 mod cost;
 mod etcd;
+mod floor_target;
 mod target;
 mod zaris;
 
@@ -19,6 +20,7 @@ use tokio::sync::Mutex;
 
 use self::cost::{Spent, costed};
 use self::etcd::EtcdCluster;
+use self::floor_target::FloorTarget;
 use self::target::{Renewer, Target};
 use self::zaris::ZarisCluster;
 pub(crate) use self::zaris::ZarisTarget;
@@ -38,9 +40,12 @@ pub(crate) const COMPARE_WORKLOADS: &[&str] = &[
     "put16",
     "putopen",
     "grant16",
+    "floorgrant16",
     "keepalive8x64",
     "keepalive64x1",
+    "floorka64",
     "lock4",
+    "floorlock4",
     "lock16",
     "populate",
     "populate1",
@@ -165,6 +170,18 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
                 costed(&epids, grants(&e, 16, seconds)).await?,
             ));
         }
+        if wants("floorgrant16") {
+            rows.push(throughput_row(
+                "replication floor through gRPC, 16 clients group-committed, no Raft (column 1; \
+                 etcd: lease grant, 16 clients)",
+                "(floor)",
+                on_floor(root.path(), "floorgrant16", |f| async move {
+                    grants(&f, 16, seconds).await
+                })
+                .await?,
+                costed(&epids, grants(&e, 16, seconds)).await?,
+            ));
+        }
         if wants("keepalive8x64") {
             rows.push(throughput_row(
                 "keepalive, 8 streams × 64 in flight",
@@ -181,11 +198,35 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
                 costed(&epids, keepalives(&e, 64, 1, seconds)).await?,
             ));
         }
+        if wants("floorka64") {
+            rows.push(throughput_row(
+                "replication floor through gRPC, 64 streams × 1 in flight, every message \
+                 group-committed, no Raft (column 1; etcd: keepalive, 64 streams × 1)",
+                "(floor)",
+                on_floor(root.path(), "floorka64", |f| async move {
+                    keepalives(&f, 64, 1, seconds).await
+                })
+                .await?,
+                costed(&epids, keepalives(&e, 64, 1, seconds)).await?,
+            ));
+        }
         if wants("lock4") {
             rows.push(throughput_row(
                 "lock + unlock, 4 clients / 4 locks",
                 "≥ 2",
                 costed(&zpids, locks(&z, 4, 4, seconds)).await?,
+                costed(&epids, locks(&e, 4, 4, seconds)).await?,
+            ));
+        }
+        if wants("floorlock4") {
+            rows.push(throughput_row(
+                "replication floor through gRPC, 4 clients, two group-committed rounds per cycle, \
+                 no Raft (column 1; etcd: lock + unlock, 4 clients / 4 locks)",
+                "(floor)",
+                on_floor(root.path(), "floorlock4", |f| async move {
+                    locks(&f, 4, 4, seconds).await
+                })
+                .await?,
                 costed(&epids, locks(&e, 4, 4, seconds)).await?,
             ));
         }
@@ -249,6 +290,28 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
     // What was measured before a failure is printed too.
     print_table(&rows);
     result
+}
+
+/// Runs `workload` on a fresh floor cluster with a gRPC leader (logs under `root/name`), and
+/// what it cost the floor's three processes.
+async fn on_floor<F, Fut>(
+    root: &std::path::Path,
+    name: &str,
+    workload: F,
+) -> anyhow::Result<(Sample, Spent)>
+where
+    F: FnOnce(FloorTarget) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Sample>>,
+{
+    let cluster = FloorCluster::start_api(&root.join(name)).await?;
+    let fpids = cluster.pids();
+    let measured = async {
+        let target = FloorTarget(floor::channel(cluster.leader()).await?);
+        costed(&fpids, workload(target)).await
+    }
+    .await;
+    cluster.stop().await;
+    measured
 }
 
 /// The failover row: the median time from kill -9 of the leader to the first write.

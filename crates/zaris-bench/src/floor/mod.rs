@@ -19,29 +19,38 @@
 //! client as the bench's etcd client is) and replicates the entry inside the call's handler, on a
 //! single-threaded async runtime, so no thread hand-off is added. What a replicated write
 //! through gRPC costs at the least on this machine, before any consensus, log format or state.
+//! `floorgrant16`, `floorka64` and `floorlock4` drive that leader with the comparison's own
+//! workloads (`compare::floor`), its writes group-committed as concurrent requests share a Raft
+//! entry in Zaris (`api`).
+//!
+//! Between the leader and its followers an entry is framed by its length (`u32`, little-endian);
+//! each log holds the framed entries one after the other.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use rustix::event::{PollFd, PollFlags, poll};
 use tokio::io::AsyncBufReadExt;
 use tokio::process::{Child, Command};
-use tonic::{Request, Response, Status};
 
 use crate::load::Sample;
-use crate::proto::floor as proto;
-use proto::floor_client::FloorClient;
-use proto::floor_server::{Floor, FloorServer};
 
-/// An entry's size: about a put's log entry.
+mod api;
+
+pub use api::{channel, write_api_until};
+
+/// A client's entry: about a put's log entry.
 pub const ENTRY_BYTES: usize = 256;
+/// The largest framed entry a follower accepts: a group of entries from many clients.
+const MAX_FRAME_BYTES: usize = 1 << 20;
+/// An entry's frame: its length.
+const FRAME_HEADER_BYTES: usize = 4;
 /// Each log is a ring of this many bytes, written once before the run.
 const LOG_BYTES: u64 = 8 << 20;
 /// How long a node may take to print its port (the prefill included).
@@ -133,7 +142,7 @@ pub fn serve_node(role: &str, dir: &Path, followers: &[String]) -> anyhow::Resul
             anyhow::ensure!(!followers.is_empty(), "a floor leader needs followers");
             let pipeline = Pipeline::new(followers, log);
             if role == Role::ApiLeader {
-                serve_api(listener, pipeline)
+                api::serve(listener, pipeline)
             } else {
                 lead(&listener, pipeline)
             }
@@ -162,12 +171,49 @@ fn read_entry(stream: &mut TcpStream, entry: &mut [u8; ENTRY_BYTES]) -> io::Resu
     }
 }
 
+/// Reads one framed entry, frame and all, into `frame`; `None` at a clean end of the stream.
+fn read_frame(stream: &mut impl Read, frame: &mut Vec<u8>) -> io::Result<Option<()>> {
+    let mut header = [0u8; FRAME_HEADER_BYTES];
+    match stream.read_exact(&mut header) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let len = u32::from_le_bytes(header) as usize;
+    if len == 0 || len > MAX_FRAME_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("a framed entry of {len} bytes (1 to {MAX_FRAME_BYTES})"),
+        ));
+    }
+    frame.clear();
+    frame.extend_from_slice(&header);
+    frame.resize(FRAME_HEADER_BYTES + len, 0);
+    stream.read_exact(&mut frame[FRAME_HEADER_BYTES..])?;
+    Ok(Some(()))
+}
+
+/// `entry` with its frame, as the leader sends it and each log holds it.
+fn framed(entry: &[u8]) -> anyhow::Result<Vec<u8>> {
+    anyhow::ensure!(
+        !entry.is_empty() && entry.len() <= MAX_FRAME_BYTES,
+        "an entry of {} bytes (1 to {MAX_FRAME_BYTES})",
+        entry.len()
+    );
+    let mut frame = Vec::with_capacity(FRAME_HEADER_BYTES + entry.len());
+    frame.extend_from_slice(&(entry.len() as u32).to_le_bytes());
+    frame.extend_from_slice(entry);
+    Ok(frame)
+}
+
 /// A follower: append, fsync, acknowledge, for each entry of its one connection.
 pub fn follow(listener: &TcpListener, mut log: RingLog) -> anyhow::Result<()> {
     let mut leader = accept(listener)?;
-    let mut entry = [0u8; ENTRY_BYTES];
+    // Buffered: a frame's header and body come in one read.
+    let mut entries = BufReader::new(leader.try_clone()?);
+    let mut frame = Vec::new();
     loop {
-        match read_entry(&mut leader, &mut entry) {
+        match read_frame(&mut entries, &mut frame) {
             Ok(Some(())) => {}
             Ok(None) => return Ok(()),
             // A gRPC leader ends by being killed, with acknowledgements it never read: the
@@ -175,7 +221,7 @@ pub fn follow(listener: &TcpListener, mut log: RingLog) -> anyhow::Result<()> {
             Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(()),
             Err(e) => return Err(e.into()),
         }
-        log.append(&entry)?;
+        log.append(&frame)?;
         leader.write_all(&[1])?;
     }
 }
@@ -201,11 +247,12 @@ impl Pipeline {
 
     /// Forwards `entry` to every follower, appends and fsyncs it, and returns once one follower
     /// has acknowledged it too (the quorum).
-    pub fn replicate(&mut self, entry: &[u8; ENTRY_BYTES]) -> anyhow::Result<()> {
+    pub fn replicate(&mut self, entry: &[u8]) -> anyhow::Result<()> {
+        let frame = framed(entry)?;
         for follower in &mut self.followers {
-            follower.write_all(entry)?;
+            follower.write_all(&frame)?;
         }
-        self.log.append(entry)?;
+        self.log.append(&frame)?;
         self.appended += 1;
         while self.acked.iter().copied().max().unwrap_or(0) < self.appended {
             read_acks(&mut self.followers, &mut self.acked)?;
@@ -233,59 +280,6 @@ pub fn lead(listener: &TcpListener, mut pipeline: Pipeline) -> anyhow::Result<()
         client.write_all(&[1])?;
     }
     pipeline.finish()
-}
-
-/// The gRPC leader: serves `Floor.Write` until killed (its followers then see their streams
-/// end). One thread: the runtime's, which also runs each call's replication.
-pub fn serve_api(listener: TcpListener, pipeline: Pipeline) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async move {
-        listener.set_nonblocking(true)?;
-        let listener = tokio::net::TcpListener::from_std(listener)?;
-        let api = FloorApi(Mutex::new(Some(pipeline)));
-        tonic::transport::Server::builder()
-            .add_service(FloorServer::new(api))
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
-            .await?;
-        Ok(())
-    })
-}
-
-/// `Floor.Write`: the entry replicated inside the handler. Blocking the runtime's one thread is
-/// the point: nothing else runs on it, and no other thread is woken for the write. A write that
-/// fails halfway (a follower gone) may have reached some followers and not others, so the
-/// pipeline is dropped then and every later write refused.
-struct FloorApi(Mutex<Option<Pipeline>>);
-
-#[tonic::async_trait]
-impl Floor for FloorApi {
-    async fn write(&self, request: Request<proto::Entry>) -> Result<Response<proto::Ack>, Status> {
-        let entry: [u8; ENTRY_BYTES] =
-            request
-                .into_inner()
-                .data
-                .try_into()
-                .map_err(|data: Vec<u8>| {
-                    Status::invalid_argument(format!(
-                        "a floor entry is {ENTRY_BYTES} bytes, not {}",
-                        data.len()
-                    ))
-                })?;
-        let mut slot = self
-            .0
-            .lock()
-            .map_err(|_| Status::internal("an earlier write panicked"))?;
-        let pipeline = slot
-            .as_mut()
-            .ok_or_else(|| Status::failed_precondition("an earlier write failed halfway"))?;
-        if let Err(e) = pipeline.replicate(&entry) {
-            *slot = None;
-            return Err(Status::unavailable(format!("replication failed: {e:#}")));
-        }
-        Ok(Response::new(proto::Ack {}))
-    }
 }
 
 /// Waits until a follower's acknowledgements can be read, and counts every one that can.
@@ -321,29 +315,6 @@ pub fn write_until(leader: SocketAddr, until: Instant) -> anyhow::Result<Sample>
         let sent = Instant::now();
         stream.write_all(&entry)?;
         stream.read_exact(&mut ack)?;
-        sample.latencies.push(sent.elapsed());
-        sample.ok += 1;
-    }
-    sample.elapsed = started.elapsed();
-    Ok(sample)
-}
-
-/// The closed loop of one gRPC client (`floorapi1`) until `until`.
-pub async fn write_api_until(leader: SocketAddr, until: Instant) -> anyhow::Result<Sample> {
-    let channel = tonic::transport::Channel::from_shared(format!("http://{leader}"))?
-        .connect_timeout(Duration::from_secs(2))
-        .connect()
-        .await?;
-    let mut client = FloorClient::new(channel);
-    let mut sample = Sample::default();
-    let started = Instant::now();
-    let mut n = 0u64;
-    while Instant::now() < until {
-        n += 1;
-        let mut data = vec![b'x'; ENTRY_BYTES];
-        data[..8].copy_from_slice(&n.to_be_bytes());
-        let sent = Instant::now();
-        client.write(proto::Entry { data }).await?;
         sample.latencies.push(sent.elapsed());
         sample.ok += 1;
     }
@@ -451,8 +422,90 @@ async fn spawn(
     Ok((child, port))
 }
 
+/// What the floor tests share: followers on threads, and the logs read back.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    pub(crate) type NodeThread = std::thread::JoinHandle<anyhow::Result<()>>;
+
+    /// Two followers on threads, logs `a` and `b` in `dir`: the leader's connections to them,
+    /// and the threads, which end when those connections do.
+    pub(crate) fn start_followers(dir: &Path) -> anyhow::Result<(Vec<TcpStream>, Vec<NodeThread>)> {
+        let mut followers = Vec::new();
+        let mut threads = Vec::new();
+        for name in ["a", "b"] {
+            let listener = TcpListener::bind("127.0.0.1:0")?;
+            followers.push(connect(listener.local_addr()?)?);
+            let log = RingLog::create(&dir.join(name))?;
+            threads.push(std::thread::spawn(move || follow(&listener, log)));
+        }
+        Ok((followers, threads))
+    }
+
+    /// Leader connections to two followers that are gone at once.
+    pub(crate) fn vanished_followers() -> anyhow::Result<Vec<TcpStream>> {
+        let mut followers = Vec::new();
+        for _ in 0..2 {
+            let listener = TcpListener::bind("127.0.0.1:0")?;
+            followers.push(connect(listener.local_addr()?)?);
+            drop(accept(&listener)?);
+        }
+        Ok(followers)
+    }
+
+    /// The entries of each of the three logs in `dir` (`a`, `b`, `leader`), unframed, in order;
+    /// asserts that the rest of each ring is as prefilled.
+    pub(crate) fn logs(dir: &Path) -> anyhow::Result<Vec<Vec<Vec<u8>>>> {
+        ["a", "b", "leader"]
+            .iter()
+            .map(|name| {
+                let log = std::fs::read(dir.join(name))?;
+                assert_eq!(log.len() as u64, LOG_BYTES, "{name}");
+                let mut reader = &log[..];
+                let mut entries = Vec::new();
+                let mut frame = Vec::new();
+                while reader.len() >= FRAME_HEADER_BYTES
+                    && reader[..FRAME_HEADER_BYTES].iter().any(|&b| b != 0)
+                {
+                    read_frame(&mut reader, &mut frame)?;
+                    entries.push(frame[FRAME_HEADER_BYTES..].to_vec());
+                }
+                assert!(
+                    reader.iter().all(|&b| b == 0),
+                    "{name}: after the last entry"
+                );
+                Ok(entries)
+            })
+            .collect()
+    }
+
+    /// Entry `n` of the tests: its number, then `x`s.
+    pub(crate) fn numbered(n: u64) -> Vec<u8> {
+        let mut entry = vec![b'x'; ENTRY_BYTES];
+        entry[..8].copy_from_slice(&n.to_be_bytes());
+        entry
+    }
+
+    /// Entries 1..=`count` ([`numbered`]) are all three logs, in order.
+    pub(crate) fn assert_entries_in_every_log(dir: &Path, count: u64) -> anyhow::Result<()> {
+        let expected: Vec<Vec<u8>> = (1..=count).map(numbered).collect();
+        for log in logs(dir)? {
+            assert_eq!(log, expected);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn current_thread() -> io::Result<tokio::runtime::Runtime> {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::testing::*;
     use super::*;
 
     /// The pipeline in one process (threads for nodes): every entry answered was written, in
@@ -471,9 +524,7 @@ mod tests {
         let mut stream = connect(leader)?;
         let mut ack = [0u8; 1];
         for n in 1..=50u64 {
-            let mut entry = [b'x'; ENTRY_BYTES];
-            entry[..8].copy_from_slice(&n.to_be_bytes());
-            stream.write_all(&entry)?;
+            stream.write_all(&numbered(n))?;
             stream.read_exact(&mut ack)?;
         }
         drop(stream);
@@ -485,126 +536,28 @@ mod tests {
         assert_entries_in_every_log(dir.path(), 50)
     }
 
-    /// The same through gRPC: each answered write is in all three logs, in order, and an entry
-    /// of the wrong size is refused with a clear status, not written.
+    /// A frame that is empty or larger than any group of entries is refused, not allocated; a
+    /// stream cut inside a frame is an error, at a frame's end a clean end.
     #[test]
-    fn every_write_answered_through_grpc_is_in_all_three_logs() -> anyhow::Result<()> {
-        let dir = tempfile::tempdir()?;
-        // The followers serve until the leader ends: with the test process.
-        let (followers, _) = start_followers(dir.path())?;
-        let leader = start_api_leader(followers, dir.path())?;
-        current_thread()?.block_on(async {
-            let mut client = api_client(leader).await?;
-            let refused = client
-                .write(proto::Entry { data: vec![1; 7] })
-                .await
-                .expect_err("a 7-byte entry");
-            assert_eq!(refused.code(), tonic::Code::InvalidArgument);
-            assert!(refused.message().contains("not 7"), "{}", refused.message());
-            for n in 1..=50u64 {
-                let mut data = vec![b'x'; ENTRY_BYTES];
-                data[..8].copy_from_slice(&n.to_be_bytes());
-                client.write(proto::Entry { data }).await?;
-            }
-            anyhow::Ok(())
-        })?;
-        assert_entries_in_every_log(dir.path(), 50)
-    }
-
-    /// Followers that went away at once: the write that finds out fails with a clear status,
-    /// and every later one is refused rather than run on a pipeline it left half-written.
-    #[test]
-    fn a_write_that_fails_halfway_is_refused_and_so_is_every_later_one() -> anyhow::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let mut followers = Vec::new();
-        for _ in 0..2 {
-            let listener = TcpListener::bind("127.0.0.1:0")?;
-            followers.push(connect(listener.local_addr()?)?);
-            drop(accept(&listener)?);
+    fn frames_are_checked() {
+        let mut frame = Vec::new();
+        for len in [0u32, MAX_FRAME_BYTES as u32 + 1, u32::MAX] {
+            let header = len.to_le_bytes();
+            let err = read_frame(&mut &header[..], &mut frame).expect_err("a bad length");
+            assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{len}: {err}");
         }
-        let leader = start_api_leader(followers, dir.path())?;
-        current_thread()?.block_on(async {
-            let mut client = api_client(leader).await?;
-            let entry = || proto::Entry {
-                data: vec![b'x'; ENTRY_BYTES],
-            };
-            let failed = client.write(entry()).await.expect_err("no follower left");
-            assert_eq!(failed.code(), tonic::Code::Unavailable, "{failed:?}");
-            assert!(
-                failed.message().contains("replication failed"),
-                "{failed:?}"
-            );
-            let refused = client
-                .write(entry())
-                .await
-                .expect_err("the pipeline is gone");
-            assert_eq!(
-                refused.code(),
-                tonic::Code::FailedPrecondition,
-                "{refused:?}"
-            );
-            anyhow::Ok(())
-        })
-    }
-
-    type NodeThread = std::thread::JoinHandle<anyhow::Result<()>>;
-
-    /// Two followers on threads, logs `a` and `b` in `dir`: the leader's connections to them,
-    /// and the threads, which end when those connections do.
-    fn start_followers(dir: &Path) -> anyhow::Result<(Vec<TcpStream>, Vec<NodeThread>)> {
-        let mut followers = Vec::new();
-        let mut threads = Vec::new();
-        for name in ["a", "b"] {
-            let listener = TcpListener::bind("127.0.0.1:0")?;
-            followers.push(connect(listener.local_addr()?)?);
-            let log = RingLog::create(&dir.join(name))?;
-            threads.push(std::thread::spawn(move || follow(&listener, log)));
-        }
-        Ok((followers, threads))
-    }
-
-    /// Entries 1..=`count` (each its number, then `x`s) are the start of all three logs, in
-    /// order, and the rest of each ring is as prefilled.
-    fn assert_entries_in_every_log(dir: &Path, count: u64) -> anyhow::Result<()> {
-        for name in ["a", "b", "leader"] {
-            let log = std::fs::read(dir.join(name))?;
-            assert_eq!(log.len() as u64, LOG_BYTES, "{name}");
-            for n in 1..=count {
-                let at = (n as usize - 1) * ENTRY_BYTES;
-                assert_eq!(log[at..at + 8], n.to_be_bytes(), "{name}: entry {n}");
-                assert!(log[at + 8..at + ENTRY_BYTES].iter().all(|&b| b == b'x'));
-            }
-            assert!(
-                log[count as usize * ENTRY_BYTES..].iter().all(|&b| b == 0),
-                "{name}"
-            );
-        }
-        Ok(())
-    }
-
-    /// A gRPC floor leader for `followers`, its log in `dir`; it serves until the test process
-    /// ends, as the real node does until it is killed.
-    fn start_api_leader(followers: Vec<TcpStream>, dir: &Path) -> anyhow::Result<SocketAddr> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
-        let leader = listener.local_addr()?;
-        let log = RingLog::create(&dir.join("leader"))?;
-        std::thread::spawn(move || serve_api(listener, Pipeline::new(followers, log)));
-        Ok(leader)
-    }
-
-    async fn api_client(
-        leader: SocketAddr,
-    ) -> anyhow::Result<FloorClient<tonic::transport::Channel>> {
-        let channel = tonic::transport::Channel::from_shared(format!("http://{leader}"))?
-            .connect()
-            .await?;
-        Ok(FloorClient::new(channel))
-    }
-
-    fn current_thread() -> io::Result<tokio::runtime::Runtime> {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
+        let whole = framed(b"abc").expect("framed");
+        assert!(matches!(
+            read_frame(&mut &whole[..], &mut frame),
+            Ok(Some(()))
+        ));
+        assert_eq!(frame, whole);
+        assert!(
+            read_frame(&mut &whole[..5], &mut frame).is_err(),
+            "cut inside"
+        );
+        assert!(matches!(read_frame(&mut &[][..], &mut frame), Ok(None)));
+        assert!(framed(b"").is_err());
     }
 
     #[test]

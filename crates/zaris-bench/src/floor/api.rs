@@ -1,0 +1,446 @@
+//! The floor's leader behind gRPC (`--floor-node leader-api`): the bare pipeline served through
+//! tonic, on a single-threaded async runtime that also runs the replication, so a write wakes no
+//! other thread of the leader.
+//!
+//! `Write` replicates inside its handler (`floorapi1`: one client, one round per write). `Commit`
+//! and `Renew` group-commit: a committer task takes every entry that arrived while its previous
+//! round ran, frames each by its length, and replicates them as one entry, as concurrent requests
+//! share a Raft entry in Zaris (`floorgrant16`, `floorlock4`, `floorka64`). Replication blocks
+//! the runtime's one thread; requests that arrive meanwhile wait in the socket and join the next
+//! round, so a round's group is whatever came while the previous one ran (Zaris's one batch in
+//! flight, without its linger).
+
+use std::net::{SocketAddr, TcpListener};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures::{Stream, StreamExt};
+use tokio::sync::{Notify, oneshot};
+use tonic::{Request, Response, Status, Streaming};
+
+use super::{ENTRY_BYTES, Pipeline};
+use crate::load::Sample;
+use crate::proto::floor as proto;
+use proto::floor_client::FloorClient;
+use proto::floor_server::{Floor, FloorServer};
+
+/// Entries one `Renew` stream may have waiting for their round: more than any workload keeps in
+/// flight (64), few enough that a client cannot queue without bound.
+const STREAM_IN_FLIGHT: usize = 1_024;
+
+/// Serves `Floor` until killed (its followers then see their streams end).
+pub fn serve(listener: TcpListener, pipeline: Pipeline) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        listener.set_nonblocking(true)?;
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let pipeline: SharedPipeline = Arc::new(Mutex::new(Some(pipeline)));
+        let group = Arc::new(GroupCommit::default());
+        tokio::spawn(commit_loop(group.clone(), pipeline.clone()));
+        tonic::transport::Server::builder()
+            .add_service(FloorServer::new(FloorApi { pipeline, group }))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+            .await?;
+        Ok(())
+    })
+}
+
+/// The pipeline, shared by the inline writes and the committer. A write that fails halfway (a
+/// follower gone) may have reached some followers and not others, so the pipeline is dropped
+/// then (`None`) and every later write refused.
+type SharedPipeline = Arc<Mutex<Option<Pipeline>>>;
+
+/// Replicates `entry`; the number of entries the pipeline has appended, this one included.
+/// Blocks the calling thread for the round: the point, on this one-thread runtime.
+fn replicate(pipeline: &SharedPipeline, entry: &[u8]) -> Result<u64, Status> {
+    let mut slot = pipeline
+        .lock()
+        .map_err(|_| Status::internal("an earlier write panicked"))?;
+    let replicating = slot
+        .as_mut()
+        .ok_or_else(|| Status::failed_precondition("an earlier write failed halfway"))?;
+    match replicating.replicate(entry) {
+        Ok(()) => Ok(replicating.appended),
+        Err(e) => {
+            *slot = None;
+            Err(Status::unavailable(format!("replication failed: {e:#}")))
+        }
+    }
+}
+
+/// A client's entry: 1 to [`ENTRY_BYTES`] bytes.
+fn checked(entry: proto::Entry) -> Result<Vec<u8>, Status> {
+    if entry.data.is_empty() || entry.data.len() > ENTRY_BYTES {
+        return Err(Status::invalid_argument(format!(
+            "a floor entry is 1 to {ENTRY_BYTES} bytes, not {}",
+            entry.data.len()
+        )));
+    }
+    Ok(entry.data)
+}
+
+/// Entries waiting for the committer's next round.
+#[derive(Default)]
+struct GroupCommit {
+    waiting: Mutex<Vec<Waiting>>,
+    arrived: Notify,
+}
+
+struct Waiting {
+    entry: Vec<u8>,
+    answer: oneshot::Sender<Result<u64, Status>>,
+}
+
+impl GroupCommit {
+    /// Queues `entry` for the next round; answered with its number among the committed entries.
+    fn enqueue(&self, entry: Vec<u8>) -> oneshot::Receiver<Result<u64, Status>> {
+        let (answer, answered) = oneshot::channel();
+        self.waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Waiting { entry, answer });
+        self.arrived.notify_one();
+        answered
+    }
+
+    /// Waits for `entry`'s round.
+    async fn commit(&self, entry: Vec<u8>) -> Result<proto::Ack, Status> {
+        answered(self.enqueue(entry)).await
+    }
+}
+
+async fn answered(answer: oneshot::Receiver<Result<u64, Status>>) -> Result<proto::Ack, Status> {
+    let id = answer
+        .await
+        .map_err(|_| Status::internal("the floor's committer stopped"))??;
+    Ok(proto::Ack { id })
+}
+
+/// One round for everything that waits: the entries framed one after the other, replicated as
+/// one, each answered with the round's outcome.
+async fn commit_loop(group: Arc<GroupCommit>, pipeline: SharedPipeline) {
+    let mut committed = 0u64;
+    loop {
+        group.arrived.notified().await;
+        let round =
+            std::mem::take(&mut *group.waiting.lock().unwrap_or_else(PoisonError::into_inner));
+        if round.is_empty() {
+            continue;
+        }
+        let mut entry = Vec::with_capacity(round.iter().map(|w| 4 + w.entry.len()).sum());
+        for waiting in &round {
+            entry.extend_from_slice(&(waiting.entry.len() as u32).to_le_bytes());
+            entry.extend_from_slice(&waiting.entry);
+        }
+        let replicated = replicate(&pipeline, &entry);
+        for waiting in round {
+            let outcome = replicated.clone().map(|_| {
+                committed += 1;
+                committed
+            });
+            // A caller that went away needs no answer.
+            let _ = waiting.answer.send(outcome);
+        }
+    }
+}
+
+/// The entries of one group-committed round, as [`commit_loop`] framed them.
+#[cfg(test)]
+fn ungrouped(mut round: &[u8]) -> anyhow::Result<Vec<Vec<u8>>> {
+    let mut entries = Vec::new();
+    while !round.is_empty() {
+        anyhow::ensure!(round.len() >= 4, "a cut frame");
+        let (header, rest) = round.split_at(4);
+        let len = u32::from_le_bytes(header.try_into()?) as usize;
+        anyhow::ensure!(rest.len() >= len, "a cut entry");
+        let (entry, rest) = rest.split_at(len);
+        entries.push(entry.to_vec());
+        round = rest;
+    }
+    Ok(entries)
+}
+
+struct FloorApi {
+    pipeline: SharedPipeline,
+    group: Arc<GroupCommit>,
+}
+
+type Answers = Pin<Box<dyn Stream<Item = Result<proto::Ack, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl Floor for FloorApi {
+    async fn write(&self, request: Request<proto::Entry>) -> Result<Response<proto::Ack>, Status> {
+        let entry = request.into_inner().data;
+        if entry.len() != ENTRY_BYTES {
+            return Err(Status::invalid_argument(format!(
+                "a floor entry is {ENTRY_BYTES} bytes, not {}",
+                entry.len()
+            )));
+        }
+        let id = replicate(&self.pipeline, &entry)?;
+        Ok(Response::new(proto::Ack { id }))
+    }
+
+    async fn commit(&self, request: Request<proto::Entry>) -> Result<Response<proto::Ack>, Status> {
+        let entry = checked(request.into_inner())?;
+        Ok(Response::new(self.group.commit(entry).await?))
+    }
+
+    async fn read(&self, request: Request<proto::Entry>) -> Result<Response<proto::Ack>, Status> {
+        checked(request.into_inner())?;
+        Ok(Response::new(proto::Ack { id: 0 }))
+    }
+
+    type RenewStream = Answers;
+
+    async fn renew(
+        &self,
+        request: Request<Streaming<proto::Entry>>,
+    ) -> Result<Response<Answers>, Status> {
+        let group = self.group.clone();
+        // Each entry is queued as it arrives (`buffered` reads ahead), so a stream's entries in
+        // flight join rounds together; answers leave in the order the entries came.
+        let answers = request
+            .into_inner()
+            .map(move |entry| {
+                let queued = entry.and_then(checked).map(|entry| group.enqueue(entry));
+                async move { answered(queued?).await }
+            })
+            .buffered(STREAM_IN_FLIGHT);
+        Ok(Response::new(Box::pin(answers)))
+    }
+}
+
+/// The closed loop of one gRPC client (`floorapi1`) until `until`.
+pub async fn write_api_until(leader: SocketAddr, until: Instant) -> anyhow::Result<Sample> {
+    let mut client = FloorClient::new(channel(leader).await?);
+    let mut sample = Sample::default();
+    let started = Instant::now();
+    let mut n = 0u64;
+    while Instant::now() < until {
+        n += 1;
+        let mut data = vec![b'x'; ENTRY_BYTES];
+        data[..8].copy_from_slice(&n.to_be_bytes());
+        let sent = Instant::now();
+        client.write(proto::Entry { data }).await?;
+        sample.latencies.push(sent.elapsed());
+        sample.ok += 1;
+    }
+    sample.elapsed = started.elapsed();
+    Ok(sample)
+}
+
+/// A channel to the floor's gRPC leader.
+pub async fn channel(leader: SocketAddr) -> anyhow::Result<tonic::transport::Channel> {
+    Ok(
+        tonic::transport::Channel::from_shared(format!("http://{leader}"))?
+            .connect_timeout(Duration::from_secs(2))
+            .connect()
+            .await?,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpStream;
+    use std::path::Path;
+
+    use tokio::sync::mpsc;
+    use tokio_stream::wrappers::ReceiverStream;
+
+    use super::super::RingLog;
+    use super::super::testing::*;
+    use super::*;
+
+    /// Each answered write is in all three logs, in order, and an entry of the wrong size is
+    /// refused with a clear status, not written.
+    #[test]
+    fn every_write_answered_through_grpc_is_in_all_three_logs() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        // The followers serve until the leader ends: with the test process.
+        let (followers, _) = start_followers(dir.path())?;
+        let leader = start_leader(followers, dir.path())?;
+        current_thread()?.block_on(async {
+            let mut client = FloorClient::new(channel(leader).await?);
+            let refused = client
+                .write(proto::Entry { data: vec![1; 7] })
+                .await
+                .expect_err("a 7-byte entry");
+            assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+            assert!(refused.message().contains("not 7"), "{}", refused.message());
+            for n in 1..=50u64 {
+                let ack = client.write(proto::Entry { data: numbered(n) }).await?;
+                assert_eq!(ack.into_inner().id, n);
+            }
+            anyhow::Ok(())
+        })?;
+        assert_entries_in_every_log(dir.path(), 50)
+    }
+
+    /// 16 clients committing at once, and a stream with 8 entries in flight: every entry
+    /// answered is in all three logs (the same rounds in each), the stream's answers come in
+    /// the order sent, entries share rounds, and bad entries are refused before any round.
+    #[test]
+    fn every_committed_entry_is_in_all_three_logs() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let (followers, _) = start_followers(dir.path())?;
+        let leader = start_leader(followers, dir.path())?;
+        let answered = current_thread()?.block_on(async {
+            let channel = channel(leader).await?;
+            let mut client = FloorClient::new(channel.clone());
+            for bad in [vec![], vec![1; ENTRY_BYTES + 1]] {
+                let refused = client
+                    .commit(proto::Entry { data: bad })
+                    .await
+                    .expect_err("a bad entry");
+                assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+            }
+            let mut answered = Vec::new();
+            let writers: Vec<_> = (0..16u64)
+                .map(|writer| {
+                    let mut client = FloorClient::new(channel.clone());
+                    tokio::spawn(async move {
+                        let mut ids = Vec::new();
+                        for n in 0..20u64 {
+                            let entry = numbered(writer * 1_000 + n);
+                            let ack = client
+                                .commit(proto::Entry {
+                                    data: entry.clone(),
+                                })
+                                .await?;
+                            ids.push((ack.into_inner().id, entry));
+                        }
+                        anyhow::Ok(ids)
+                    })
+                })
+                .collect();
+
+            let (send, entries) = mpsc::channel(8);
+            let mut answers = client
+                .renew(ReceiverStream::new(entries))
+                .await?
+                .into_inner();
+            let mut sent = std::collections::VecDeque::new();
+            for n in 0..200u64 {
+                let entry = numbered(100_000 + n);
+                send.send(proto::Entry {
+                    data: entry.clone(),
+                })
+                .await?;
+                sent.push_back(entry);
+                if sent.len() == 8 || n == 199 {
+                    while let Some(entry) = sent.pop_front() {
+                        let ack = answers.message().await?.expect("an answer per entry");
+                        answered.push((ack.id, entry));
+                    }
+                }
+            }
+            drop(send);
+            assert!(
+                answers.message().await?.is_none(),
+                "the stream ends with its entries"
+            );
+            for writer in writers {
+                answered.extend(writer.await??);
+            }
+            anyhow::Ok(answered)
+        })?;
+        assert_eq!(answered.len(), 16 * 20 + 200);
+
+        let logs = logs(dir.path())?;
+        assert!(
+            logs.iter().all(|log| *log == logs[0]),
+            "the same rounds in every log"
+        );
+        let logged: Vec<Vec<u8>> = logs[0]
+            .iter()
+            .map(|round| ungrouped(round))
+            .collect::<anyhow::Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+            .collect();
+        assert_eq!(
+            logged.len(),
+            answered.len(),
+            "nothing logged that was not answered"
+        );
+        assert!(
+            logs[0].len() < logged.len(),
+            "entries shared rounds: {}",
+            logs[0].len()
+        );
+        for (id, entry) in &answered {
+            let at = usize::try_from(*id)? - 1;
+            assert_eq!(logged.get(at), Some(entry), "entry {id}");
+        }
+        Ok(())
+    }
+
+    /// Followers that went away at once: the write that finds out fails with a clear status,
+    /// and every later one is refused rather than run on a pipeline it left half-written, in
+    /// the group-committed rounds too.
+    #[test]
+    fn a_write_that_fails_halfway_is_refused_and_so_is_every_later_one() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let leader = start_leader(vanished_followers()?, dir.path())?;
+        current_thread()?.block_on(async {
+            let mut client = FloorClient::new(channel(leader).await?);
+            let entry = || proto::Entry {
+                data: vec![b'x'; ENTRY_BYTES],
+            };
+            let failed = client.commit(entry()).await.expect_err("no follower left");
+            assert_eq!(failed.code(), tonic::Code::Unavailable, "{failed:?}");
+            assert!(
+                failed.message().contains("replication failed"),
+                "{failed:?}"
+            );
+            let refused = client
+                .write(entry())
+                .await
+                .expect_err("the pipeline is gone");
+            assert_eq!(
+                refused.code(),
+                tonic::Code::FailedPrecondition,
+                "{refused:?}"
+            );
+            let (send, entries) = mpsc::channel(1);
+            send.send(entry()).await?;
+            let mut answers = client
+                .renew(ReceiverStream::new(entries))
+                .await?
+                .into_inner();
+            let refused = answers.message().await.expect_err("the pipeline is gone");
+            assert_eq!(
+                refused.code(),
+                tonic::Code::FailedPrecondition,
+                "{refused:?}"
+            );
+            anyhow::Ok(())
+        })
+    }
+
+    #[test]
+    fn a_round_is_its_entries_framed() -> anyhow::Result<()> {
+        let mut round = Vec::new();
+        for entry in [&b"a"[..], b"bcd"] {
+            round.extend_from_slice(&(entry.len() as u32).to_le_bytes());
+            round.extend_from_slice(entry);
+        }
+        assert_eq!(ungrouped(&round)?, vec![b"a".to_vec(), b"bcd".to_vec()]);
+        assert!(ungrouped(&round[..round.len() - 1]).is_err());
+        Ok(())
+    }
+
+    /// A gRPC floor leader for `followers`, its log in `dir`; it serves until the test process
+    /// ends, as the real node does until it is killed.
+    fn start_leader(followers: Vec<TcpStream>, dir: &Path) -> anyhow::Result<SocketAddr> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let leader = listener.local_addr()?;
+        let log = RingLog::create(&dir.join("leader"))?;
+        std::thread::spawn(move || serve(listener, Pipeline::new(followers, log)));
+        Ok(leader)
+    }
+}
