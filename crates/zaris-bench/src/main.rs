@@ -95,8 +95,7 @@ pub(crate) struct Args {
     /// JSON API, asked of the leader and of a follower.
     #[arg(long, num_args = 0..=1, default_missing_value = "100000")]
     console: Option<u64>,
-    /// Internal (the `floor1` and `floorapi1` workloads): serve as a node of the bare replication
-    /// pipeline.
+    /// Internal (the `floor*` workloads): serve as a node of the bare replication pipeline.
     #[arg(long, hide = true, value_parser = ["leader", "leader-api", "follower"])]
     floor_node: Option<String>,
     /// Internal: the floor node's log directory.
