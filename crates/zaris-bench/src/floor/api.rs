@@ -19,7 +19,7 @@ use futures::{Stream, StreamExt};
 use tokio::sync::{Notify, oneshot};
 use tonic::{Request, Response, Status, Streaming};
 
-use super::{ENTRY_BYTES, Pipeline};
+use super::{ENTRY_BYTES, FRAME_HEADER_BYTES, MAX_FRAME_BYTES, Pipeline};
 use crate::load::Sample;
 use crate::proto::floor as proto;
 use proto::floor_client::FloorClient;
@@ -124,13 +124,17 @@ async fn answered(answer: oneshot::Receiver<Result<u64, Status>>) -> Result<prot
 async fn commit_loop(group: Arc<GroupCommit>, pipeline: SharedPipeline) {
     let mut committed = 0u64;
     loop {
-        group.arrived.notified().await;
-        let round =
-            std::mem::take(&mut *group.waiting.lock().unwrap_or_else(PoisonError::into_inner));
+        let round = next_round(&group.waiting);
         if round.is_empty() {
+            group.arrived.notified().await;
             continue;
         }
-        let mut entry = Vec::with_capacity(round.iter().map(|w| 4 + w.entry.len()).sum());
+        let mut entry = Vec::with_capacity(
+            round
+                .iter()
+                .map(|w| FRAME_HEADER_BYTES + w.entry.len())
+                .sum(),
+        );
         for waiting in &round {
             entry.extend_from_slice(&(waiting.entry.len() as u32).to_le_bytes());
             entry.extend_from_slice(&waiting.entry);
@@ -145,6 +149,21 @@ async fn commit_loop(group: Arc<GroupCommit>, pipeline: SharedPipeline) {
             let _ = waiting.answer.send(outcome);
         }
     }
+}
+
+/// The oldest waiting entries that fit one framed round (a follower refuses a larger frame); the
+/// rest wait for the next.
+fn next_round(waiting: &Mutex<Vec<Waiting>>) -> Vec<Waiting> {
+    let mut waiting = waiting.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut bytes = 0;
+    let fit = waiting
+        .iter()
+        .take_while(|w| {
+            bytes += FRAME_HEADER_BYTES + w.entry.len();
+            bytes <= MAX_FRAME_BYTES
+        })
+        .count();
+    waiting.drain(..fit).collect()
 }
 
 /// The entries of one group-committed round, as [`commit_loop`] framed them.
@@ -420,6 +439,30 @@ mod tests {
             );
             anyhow::Ok(())
         })
+    }
+
+    /// However many entries wait, a round is never larger than a follower accepts: the rest
+    /// wait, in order, for the next.
+    #[test]
+    fn a_round_fits_one_frame() {
+        let per_round = MAX_FRAME_BYTES / (FRAME_HEADER_BYTES + ENTRY_BYTES);
+        let waiting = Mutex::new(Vec::new());
+        let mut answers = Vec::new();
+        for n in 0..per_round as u64 + 10 {
+            let (answer, answered) = oneshot::channel();
+            answers.push(answered);
+            waiting.lock().expect("lock").push(Waiting {
+                entry: numbered(n),
+                answer,
+            });
+        }
+        let first = next_round(&waiting);
+        assert_eq!(first.len(), per_round);
+        assert_eq!(first[0].entry, numbered(0));
+        let second = next_round(&waiting);
+        assert_eq!(second.len(), 10);
+        assert_eq!(second[0].entry, numbered(per_round as u64));
+        assert!(next_round(&waiting).is_empty());
     }
 
     #[test]

@@ -20,7 +20,7 @@
 //! single-threaded async runtime, so no thread hand-off is added. What a replicated write
 //! through gRPC costs at the least on this machine, before any consensus, log format or state.
 //! `floorgrant16`, `floorka64` and `floorlock4` drive that leader with the comparison's own
-//! workloads (`compare::floor`), its writes group-committed as concurrent requests share a Raft
+//! workloads (`compare::floor_target`), its writes group-committed as concurrent requests share a Raft
 //! entry in Zaris (`api`).
 //!
 //! Between the leader and its followers an entry is framed by its length (`u32`, little-endian);
@@ -60,7 +60,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     Leader,
-    /// A leader that its client reaches through gRPC (`floorapi1`).
+    /// A leader that its clients reach through gRPC (`floorapi1` and the group-committed floors).
     ApiLeader,
     Follower,
 }
