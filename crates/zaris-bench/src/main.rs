@@ -104,12 +104,22 @@ pub(crate) struct Args {
     /// Internal: a floor leader's followers (host:port, comma-separated).
     #[arg(long, hide = true, value_delimiter = ',')]
     floor_followers: Vec<String>,
+    /// Async worker threads of a gRPC floor leader: 1 (the default) runs everything, the rounds
+    /// included, on one thread; more measures what a multi-threaded runtime's hand-offs add.
+    /// Floor nodes inherit it from the bench's environment.
+    #[arg(long, hide = true, env = "ZARIS_BENCH_FLOOR_WORKERS", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    floor_workers: u16,
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     if let Some(role) = &args.floor_node {
-        return floor::serve_node(role, &args.floor_dir, &args.floor_followers);
+        return floor::serve_node(
+            role,
+            &args.floor_dir,
+            &args.floor_followers,
+            args.floor_workers.into(),
+        );
     }
     // Memory first, in a fresh process state, before the runtime and clients allocate.
     memory::report(args.memory_leases);

@@ -124,7 +124,12 @@ impl RingLog {
 
 /// The `--floor-node` process: binds 127.0.0.1:0, prints `port <n>`, serves one connection and
 /// exits when it closes.
-pub fn serve_node(role: &str, dir: &Path, followers: &[String]) -> anyhow::Result<()> {
+pub fn serve_node(
+    role: &str,
+    dir: &Path,
+    followers: &[String],
+    api_workers: usize,
+) -> anyhow::Result<()> {
     let role = Role::parse(role)?;
     std::fs::create_dir_all(dir)?;
     let log = RingLog::create(&dir.join(format!("{}.log", role.name())))?;
@@ -142,7 +147,7 @@ pub fn serve_node(role: &str, dir: &Path, followers: &[String]) -> anyhow::Resul
             anyhow::ensure!(!followers.is_empty(), "a floor leader needs followers");
             let pipeline = Pipeline::new(followers, log);
             if role == Role::ApiLeader {
-                api::serve(listener, pipeline)
+                api::serve(listener, pipeline, api_workers)
             } else {
                 lead(&listener, pipeline)
             }
