@@ -401,7 +401,7 @@ mod tests {
         })?;
         assert_eq!(answered.len(), 16 * 20 + 200);
 
-        let logs = logs(dir.path())?;
+        let logs = settled_logs(dir.path())?;
         assert!(
             logs.iter().all(|log| *log == logs[0]),
             "the same rounds in every log"

@@ -492,10 +492,31 @@ pub(crate) mod testing {
         entry
     }
 
+    /// [`logs`] once both followers' logs match the leader's, or as they are after 10 s. The leader
+    /// answers once one follower has an entry, so the other may still be writing the last ones
+    /// when the client has its answers (it has them in its socket: it catches up).
+    pub(crate) fn settled_logs(dir: &Path) -> anyhow::Result<Vec<Vec<Vec<u8>>>> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            // A follower's frame caught halfway written reads as a bad frame: read again.
+            let logs = match logs(dir) {
+                Err(_) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+                read => read?,
+            };
+            if logs.iter().all(|log| *log == logs[2]) || Instant::now() > deadline {
+                return Ok(logs);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Entries 1..=`count` ([`numbered`]) are all three logs, in order.
     pub(crate) fn assert_entries_in_every_log(dir: &Path, count: u64) -> anyhow::Result<()> {
         let expected: Vec<Vec<u8>> = (1..=count).map(numbered).collect();
-        for log in logs(dir)? {
+        for log in settled_logs(dir)? {
             assert_eq!(log, expected);
         }
         Ok(())
