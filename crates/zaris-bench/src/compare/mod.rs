@@ -130,17 +130,14 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
             ));
         }
         if wants("floorapi1") {
-            let floor = FloorCluster::start_api(&root.path().join("floorapi")).await?;
-            let fpids = floor.pids();
-            let leader = floor.leader();
-            let measured = costed(&fpids, floor::write_api_until(leader, Instant::now() + seconds))
-                .await;
-            floor.stop().await;
             rows.push(throughput_row(
                 "replication floor through gRPC, 1 client: the floor's leader behind a tonic \
                  unary call, no Raft (column 1; etcd: put with lease, 1 client)",
                 "(floor)",
-                measured?,
+                on_floor(root.path(), "floorapi", |f| {
+                    floor::write_api_until(f.0, Instant::now() + seconds)
+                })
+                .await?,
                 costed(&epids, puts(&e, 1, seconds)).await?,
             ));
         }

@@ -19,7 +19,7 @@ use futures::{Stream, StreamExt};
 use tokio::sync::{Notify, oneshot};
 use tonic::{Request, Response, Status, Streaming};
 
-use super::{ENTRY_BYTES, FRAME_HEADER_BYTES, MAX_FRAME_BYTES, Pipeline};
+use super::{ENTRY_BYTES, FRAME_HEADER_BYTES, MAX_FRAME_BYTES, Pipeline, push_frame};
 use crate::load::Sample;
 use crate::proto::floor as proto;
 use proto::floor_client::FloorClient;
@@ -149,8 +149,7 @@ async fn commit_loop(group: Arc<GroupCommit>, pipeline: SharedPipeline) {
                 .sum(),
         );
         for waiting in &round {
-            entry.extend_from_slice(&(waiting.entry.len() as u32).to_le_bytes());
-            entry.extend_from_slice(&waiting.entry);
+            push_frame(&mut entry, &waiting.entry);
         }
         let replicated = blocking(|| replicate(&pipeline, &entry));
         for waiting in round {
@@ -192,14 +191,10 @@ fn next_round(waiting: &Mutex<Vec<Waiting>>) -> Vec<Waiting> {
 #[cfg(test)]
 fn ungrouped(mut round: &[u8]) -> anyhow::Result<Vec<Vec<u8>>> {
     let mut entries = Vec::new();
+    let mut frame = Vec::new();
     while !round.is_empty() {
-        anyhow::ensure!(round.len() >= 4, "a cut frame");
-        let (header, rest) = round.split_at(4);
-        let len = u32::from_le_bytes(header.try_into()?) as usize;
-        anyhow::ensure!(rest.len() >= len, "a cut entry");
-        let (entry, rest) = rest.split_at(len);
-        entries.push(entry.to_vec());
-        round = rest;
+        super::read_frame(&mut round, &mut frame)?;
+        entries.push(frame[FRAME_HEADER_BYTES..].to_vec());
     }
     Ok(entries)
 }
@@ -255,9 +250,12 @@ impl Floor for FloorApi {
     }
 }
 
-/// The closed loop of one gRPC client (`floorapi1`) until `until`.
-pub async fn write_api_until(leader: SocketAddr, until: Instant) -> anyhow::Result<Sample> {
-    let mut client = FloorClient::new(channel(leader).await?);
+/// The closed loop of one gRPC client (`floorapi1`) on `channel` until `until`.
+pub async fn write_api_until(
+    channel: tonic::transport::Channel,
+    until: Instant,
+) -> anyhow::Result<Sample> {
+    let mut client = FloorClient::new(channel);
     let mut sample = Sample::default();
     let started = Instant::now();
     let mut n = 0u64;
@@ -501,8 +499,7 @@ mod tests {
     fn a_round_is_its_entries_framed() -> anyhow::Result<()> {
         let mut round = Vec::new();
         for entry in [&b"a"[..], b"bcd"] {
-            round.extend_from_slice(&(entry.len() as u32).to_le_bytes());
-            round.extend_from_slice(entry);
+            push_frame(&mut round, entry);
         }
         assert_eq!(ungrouped(&round)?, vec![b"a".to_vec(), b"bcd".to_vec()]);
         assert!(ungrouped(&round[..round.len() - 1]).is_err());

@@ -206,9 +206,15 @@ fn framed(entry: &[u8]) -> anyhow::Result<Vec<u8>> {
         entry.len()
     );
     let mut frame = Vec::with_capacity(FRAME_HEADER_BYTES + entry.len());
-    frame.extend_from_slice(&(entry.len() as u32).to_le_bytes());
-    frame.extend_from_slice(entry);
+    push_frame(&mut frame, entry);
     Ok(frame)
+}
+
+/// Appends `entry` to `out` with its frame (its length first). The caller keeps it within
+/// [`MAX_FRAME_BYTES`].
+fn push_frame(out: &mut Vec<u8>, entry: &[u8]) {
+    out.extend_from_slice(&(entry.len() as u32).to_le_bytes());
+    out.extend_from_slice(entry);
 }
 
 /// A follower: append, fsync, acknowledge, for each entry of its one connection.
