@@ -78,6 +78,11 @@ pub(crate) struct Args {
     /// measures memory.
     #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(compare::COMPARE_WORKLOADS), default_values_t = compare::COMPARE_WORKLOADS.iter().map(|w| w.to_string()))]
     workloads: Vec<String>,
+    /// Runs of each --compare workload per system, the two systems alternating which goes first;
+    /// a row shows the run pair with the median ratio and lists every pair's ratio. Populate,
+    /// the RSS it leaves and failover run once (failover has --failover-runs).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=20))]
+    rounds: u64,
     /// The etcd binary for --compare (default: Debian's /usr/bin/etcd).
     #[arg(long)]
     etcd: Option<PathBuf>,

@@ -1,6 +1,8 @@
 //! `--compare etcd`: the lease workloads on a 3-node Zaris cluster and a 3-member etcd cluster
 //! (Debian's `etcd-server`) on this machine, at the same Raft timings, in one run. Each workload
-//! runs on Zaris and then at once on etcd; the table gives both figures and their ratio.
+//! runs on Zaris and then at once on etcd; the table gives both figures and their ratio. With
+//! `--rounds N` each runs N times per system, the order alternating, and a row shows the pair
+//! with the median ratio beside every pair's ratio (`rounds.rs`).
 //!
 //! Both clusters stay up during the workloads (an idle cluster costs a few heartbeats a second),
 //! so a workload's two runs are seconds apart. Failover runs last, on fresh clusters.
@@ -8,6 +10,7 @@
 mod cost;
 mod etcd;
 mod floor_target;
+mod rounds;
 mod target;
 mod zaris;
 
@@ -21,6 +24,7 @@ use tokio::sync::Mutex;
 use self::cost::{Spent, costed};
 use self::etcd::EtcdCluster;
 use self::floor_target::FloorTarget;
+use self::rounds::{Better, Measured, Pair, alternating, median_pair, ratios_note};
 use self::target::{Renewer, Target};
 use self::zaris::ZarisCluster;
 pub(crate) use self::zaris::ZarisTarget;
@@ -72,6 +76,7 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
     let etcd_bin = etcd::ensure_installed(args.etcd.as_deref()).await?;
     let root = tempfile::tempdir()?;
     let seconds = Duration::from_secs(args.seconds);
+    let rounds = usize::try_from(args.rounds)?;
     let zaris_cluster = ZarisCluster::start(&args.zaris, &root.path().join("zaris")).await?;
     let etcd_cluster = EtcdCluster::start_retrying(&etcd_bin, &root.path().join("etcd")).await?;
     let z = zaris_cluster.target().await?;
@@ -90,64 +95,79 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
             rows.push(throughput_row(
                 "serializable read, 1 client (no Raft round: the call alone)",
                 "(floor)",
-                costed(&zpids, local_reads(&z, 1, seconds)).await?,
-                costed(&epids, local_reads(&e, 1, seconds)).await?,
-            ));
+                alternating(
+                    rounds,
+                    |_| costed(&zpids, local_reads(&z, 1, seconds)),
+                    |_| costed(&epids, local_reads(&e, 1, seconds)),
+                )
+                .await?,
+            )?);
         }
         if wants("read16") {
             rows.push(throughput_row(
                 "serializable read, 16 clients (no Raft round: the calls alone, at grant × 16's \
                  concurrency)",
                 "(floor)",
-                costed(&zpids, local_reads(&z, 16, seconds)).await?,
-                costed(&epids, local_reads(&e, 16, seconds)).await?,
-            ));
+                alternating(
+                    rounds,
+                    |_| costed(&zpids, local_reads(&z, 16, seconds)),
+                    |_| costed(&epids, local_reads(&e, 16, seconds)),
+                )
+                .await?,
+            )?);
         }
         if wants("put1") {
             rows.push(throughput_row(
                 "put with lease, 1 client",
                 "≥ 2",
-                costed(&zpids, puts(&z, 1, seconds)).await?,
-                costed(&epids, puts(&e, 1, seconds)).await?,
-            ));
+                alternating(
+                    rounds,
+                    |_| costed(&zpids, puts(&z, 1, seconds)),
+                    |_| costed(&epids, puts(&e, 1, seconds)),
+                )
+                .await?,
+            )?);
         }
         if wants("floor1") {
-            let floor = FloorCluster::start(&root.path().join("floor")).await?;
-            let fpids = floor.pids();
-            let leader = floor.leader();
-            let measured = costed(&fpids, async move {
-                let until = Instant::now() + seconds;
-                tokio::task::spawn_blocking(move || floor::write_until(leader, until)).await?
-            })
-            .await;
-            floor.stop().await;
             rows.push(throughput_row(
                 "replication floor, 1 client: 3 bare processes, TCP + fdatasync, no Raft, no \
                  gRPC (column 1; etcd: put with lease, 1 client)",
                 "(floor)",
-                measured?,
-                costed(&epids, puts(&e, 1, seconds)).await?,
-            ));
+                alternating(
+                    rounds,
+                    |round| bare_floor(root.path().join(format!("floor-{round}")), seconds),
+                    |_| costed(&epids, puts(&e, 1, seconds)),
+                )
+                .await?,
+            )?);
         }
         if wants("floorapi1") {
             rows.push(throughput_row(
                 "replication floor through gRPC, 1 client: the floor's leader behind a tonic \
                  unary call, no Raft (column 1; etcd: put with lease, 1 client)",
                 "(floor)",
-                on_floor(root.path(), "floorapi", |f| {
-                    floor::write_api_until(f.0, Instant::now() + seconds)
-                })
+                alternating(
+                    rounds,
+                    |round| {
+                        let dir = root.path().join(format!("floorapi-{round}"));
+                        on_floor(dir, |f| floor::write_api_until(f.0, Instant::now() + seconds))
+                    },
+                    |_| costed(&epids, puts(&e, 1, seconds)),
+                )
                 .await?,
-                costed(&epids, puts(&e, 1, seconds)).await?,
-            ));
+            )?);
         }
         if wants("put16") {
             rows.push(throughput_row(
                 "put with lease, 16 clients",
                 "≥ 3",
-                costed(&zpids, puts(&z, 16, seconds)).await?,
-                costed(&epids, puts(&e, 16, seconds)).await?,
-            ));
+                alternating(
+                    rounds,
+                    |_| costed(&zpids, puts(&z, 16, seconds)),
+                    |_| costed(&epids, puts(&e, 16, seconds)),
+                )
+                .await?,
+            )?);
         }
         if wants("putopen") {
             rows.push(latency_row(
@@ -155,85 +175,121 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
                     "put with lease, open loop at {OPEN_LOOP_RATE}/s (independent clients): p99 latency"
                 ),
                 "(no target: what the write linger costs)",
-                costed(&zpids, open_puts(&z, OPEN_LOOP_RATE, seconds)).await?,
-                costed(&epids, open_puts(&e, OPEN_LOOP_RATE, seconds)).await?,
-            ));
+                alternating(
+                    rounds,
+                    |_| costed(&zpids, open_puts(&z, OPEN_LOOP_RATE, seconds)),
+                    |_| costed(&epids, open_puts(&e, OPEN_LOOP_RATE, seconds)),
+                )
+                .await?,
+            )?);
         }
         if wants("grant16") {
             rows.push(throughput_row(
                 "lease grant, 16 clients",
                 "≥ 3",
-                costed(&zpids, grants(&z, 16, seconds)).await?,
-                costed(&epids, grants(&e, 16, seconds)).await?,
-            ));
+                alternating(
+                    rounds,
+                    |_| costed(&zpids, grants(&z, 16, seconds)),
+                    |_| costed(&epids, grants(&e, 16, seconds)),
+                )
+                .await?,
+            )?);
         }
         if wants("floorgrant16") {
             rows.push(throughput_row(
                 "replication floor through gRPC, 16 clients group-committed, no Raft (column 1; \
                  etcd: lease grant, 16 clients)",
                 "(floor)",
-                on_floor(root.path(), "floorgrant16", |f| async move {
-                    grants(&f, 16, seconds).await
-                })
+                alternating(
+                    rounds,
+                    |round| {
+                        let dir = root.path().join(format!("floorgrant16-{round}"));
+                        on_floor(dir, |f| async move { grants(&f, 16, seconds).await })
+                    },
+                    |_| costed(&epids, grants(&e, 16, seconds)),
+                )
                 .await?,
-                costed(&epids, grants(&e, 16, seconds)).await?,
-            ));
+            )?);
         }
         if wants("keepalive8x64") {
             rows.push(throughput_row(
                 "keepalive, 8 streams × 64 in flight",
                 "≥ 1",
-                costed(&zpids, keepalives(&z, 8, 64, seconds)).await?,
-                costed(&epids, keepalives(&e, 8, 64, seconds)).await?,
-            ));
+                alternating(
+                    rounds,
+                    |_| costed(&zpids, keepalives(&z, 8, 64, seconds)),
+                    |_| costed(&epids, keepalives(&e, 8, 64, seconds)),
+                )
+                .await?,
+            )?);
         }
         if wants("keepalive64x1") {
             rows.push(throughput_row(
                 "keepalive, 64 streams × 1 in flight",
                 "≥ 1.5",
-                costed(&zpids, keepalives(&z, 64, 1, seconds)).await?,
-                costed(&epids, keepalives(&e, 64, 1, seconds)).await?,
-            ));
+                alternating(
+                    rounds,
+                    |_| costed(&zpids, keepalives(&z, 64, 1, seconds)),
+                    |_| costed(&epids, keepalives(&e, 64, 1, seconds)),
+                )
+                .await?,
+            )?);
         }
         if wants("floorka64") {
             rows.push(throughput_row(
                 "replication floor through gRPC, 64 streams × 1 in flight, every message \
                  group-committed, no Raft (column 1; etcd: keepalive, 64 streams × 1)",
                 "(floor)",
-                on_floor(root.path(), "floorka64", |f| async move {
-                    keepalives(&f, 64, 1, seconds).await
-                })
+                alternating(
+                    rounds,
+                    |round| {
+                        let dir = root.path().join(format!("floorka64-{round}"));
+                        on_floor(dir, |f| async move { keepalives(&f, 64, 1, seconds).await })
+                    },
+                    |_| costed(&epids, keepalives(&e, 64, 1, seconds)),
+                )
                 .await?,
-                costed(&epids, keepalives(&e, 64, 1, seconds)).await?,
-            ));
+            )?);
         }
         if wants("lock4") {
             rows.push(throughput_row(
                 "lock + unlock, 4 clients / 4 locks",
                 "≥ 2",
-                costed(&zpids, locks(&z, 4, 4, seconds)).await?,
-                costed(&epids, locks(&e, 4, 4, seconds)).await?,
-            ));
+                alternating(
+                    rounds,
+                    |_| costed(&zpids, locks(&z, 4, 4, seconds)),
+                    |_| costed(&epids, locks(&e, 4, 4, seconds)),
+                )
+                .await?,
+            )?);
         }
         if wants("floorlock4") {
             rows.push(throughput_row(
                 "replication floor through gRPC, 4 clients, two group-committed rounds per cycle, \
                  no Raft (column 1; etcd: lock + unlock, 4 clients / 4 locks)",
                 "(floor)",
-                on_floor(root.path(), "floorlock4", |f| async move {
-                    locks(&f, 4, 4, seconds).await
-                })
+                alternating(
+                    rounds,
+                    |round| {
+                        let dir = root.path().join(format!("floorlock4-{round}"));
+                        on_floor(dir, |f| async move { locks(&f, 4, 4, seconds).await })
+                    },
+                    |_| costed(&epids, locks(&e, 4, 4, seconds)),
+                )
                 .await?,
-                costed(&epids, locks(&e, 4, 4, seconds)).await?,
-            ));
+            )?);
         }
         if wants("lock16") {
             rows.push(throughput_row(
                 "lock + unlock, 16 clients / 4 locks",
                 "keep ≈ 7",
-                costed(&zpids, locks(&z, 16, 4, seconds)).await?,
-                costed(&epids, locks(&e, 16, 4, seconds)).await?,
-            ));
+                alternating(
+                    rounds,
+                    |_| costed(&zpids, locks(&z, 16, 4, seconds)),
+                    |_| costed(&epids, locks(&e, 16, 4, seconds)),
+                )
+                .await?,
+            )?);
         }
         if wants("populate") {
             let count = args.compare_leases;
@@ -242,9 +298,11 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
             rows.push(throughput_row(
                 &format!("populate {count} leases with a key each"),
                 "≥ 3",
-                zp,
-                ep,
-            ));
+                vec![Pair {
+                    zaris: zp,
+                    etcd: ep,
+                }],
+            )?);
             let (zr, er) = (
                 max_rss_mib(&zaris_cluster.pids()),
                 max_rss_mib(&etcd_cluster.pids()),
@@ -268,9 +326,11 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
                      has one (etcd: grant + put)"
                 ),
                 "≥ 3",
-                zp,
-                ep,
-            ));
+                vec![Pair {
+                    zaris: zp,
+                    etcd: ep,
+                }],
+            )?);
         }
         anyhow::Ok(())
     }
@@ -289,18 +349,14 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
     result
 }
 
-/// Runs `workload` on a fresh floor cluster with a gRPC leader (logs under `root/name`), and
-/// what it cost the floor's three processes.
-async fn on_floor<F, Fut>(
-    root: &std::path::Path,
-    name: &str,
-    workload: F,
-) -> anyhow::Result<(Sample, Spent)>
+/// Runs `workload` on a fresh floor cluster with a gRPC leader (logs under `dir`), and what it
+/// cost the floor's three processes.
+async fn on_floor<F, Fut>(dir: std::path::PathBuf, workload: F) -> anyhow::Result<Measured>
 where
     F: FnOnce(FloorTarget) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<Sample>>,
 {
-    let cluster = FloorCluster::start_api(&root.join(name)).await?;
+    let cluster = FloorCluster::start_api(&dir).await?;
     let fpids = cluster.pids();
     let measured = async {
         let target = FloorTarget(floor::channel(cluster.leader()).await?);
@@ -308,6 +364,21 @@ where
     }
     .await;
     cluster.stop().await;
+    measured
+}
+
+/// One client writing to a fresh bare replication pipeline (logs under `dir`) for `seconds`, and
+/// what it cost the floor's three processes.
+async fn bare_floor(dir: std::path::PathBuf, seconds: Duration) -> anyhow::Result<Measured> {
+    let floor = FloorCluster::start(&dir).await?;
+    let fpids = floor.pids();
+    let leader = floor.leader();
+    let measured = costed(&fpids, async move {
+        let until = Instant::now() + seconds;
+        tokio::task::spawn_blocking(move || floor::write_until(leader, until)).await?
+    })
+    .await;
+    floor.stop().await;
     measured
 }
 
@@ -330,17 +401,22 @@ fn failover_row(zf: &Sample, ef: &Sample) -> Row {
 /// A throughput row; its detail also says what a request cost each cluster's processes (all
 /// three nodes: CPU time and context switches, the workload's setup included), and the load
 /// client's CPU per request (this process, for that system's run).
-fn throughput_row(
-    workload: &str,
-    target: &'static str,
-    (zaris, zaris_cost): (Sample, Spent),
-    (etcd, etcd_cost): (Sample, Spent),
-) -> Row {
-    println!(
-        "{workload}: zaris {:.0}/s, etcd {:.0}/s",
-        zaris.rate(),
-        etcd.rate()
-    );
+fn throughput_row(workload: &str, target: &'static str, pairs: Vec<Pair>) -> anyhow::Result<Row> {
+    for pair in &pairs {
+        println!(
+            "{workload}: zaris {:.0}/s, etcd {:.0}/s",
+            pair.zaris.0.rate(),
+            pair.etcd.0.rate()
+        );
+    }
+    let (chosen, ratios) = median_pair(pairs, Better::Higher, |p| {
+        p.zaris.0.rate() / p.etcd.0.rate().max(1e-9)
+    })
+    .ok_or_else(|| anyhow::anyhow!("{workload}: nothing measured"))?;
+    let Pair {
+        zaris: (zaris, zaris_cost),
+        etcd: (etcd, etcd_cost),
+    } = chosen;
     let detail = format!(
         "p50 {:.1} / {:.1} ms, p99 {:.1} / {:.1} ms; failed {} / {}; {}; load client's CPU {:.0} / {:.0} µs",
         ms(zaris.percentile(0.5)),
@@ -352,31 +428,37 @@ fn throughput_row(
         per_request((&zaris, &zaris_cost), (&etcd, &etcd_cost)),
         zaris_cost.client.cpu_us_per(&zaris),
         etcd_cost.client.cpu_us_per(&etcd),
-    );
-    Row {
+    ) + &ratios_note(&ratios);
+    Ok(Row {
         workload: workload.to_owned(),
         zaris: zaris.rate(),
         etcd: etcd.rate(),
         unit: "/s",
         target,
         detail,
-    }
+    })
 }
 
 /// A latency row for a load of fixed rate: the p99 of each system, lower being better; its
 /// detail adds p50, the slowest call, what was answered and what a request cost.
-fn latency_row(
-    workload: &str,
-    target: &'static str,
-    (zaris, zaris_cost): (Sample, Spent),
-    (etcd, etcd_cost): (Sample, Spent),
-) -> Row {
+fn latency_row(workload: &str, target: &'static str, pairs: Vec<Pair>) -> anyhow::Result<Row> {
     let max = |s: &Sample| s.latencies.iter().max().copied().unwrap_or_default();
-    println!(
-        "{workload}: zaris {:.2} ms, etcd {:.2} ms",
-        ms(zaris.percentile(0.99)),
-        ms(etcd.percentile(0.99))
-    );
+    let p99 = |s: &Sample| s.percentile(0.99).as_secs_f64();
+    for pair in &pairs {
+        println!(
+            "{workload}: zaris {:.2} ms, etcd {:.2} ms",
+            p99(&pair.zaris.0) * 1e3,
+            p99(&pair.etcd.0) * 1e3
+        );
+    }
+    let (chosen, ratios) = median_pair(pairs, Better::Lower, |p| {
+        p99(&p.zaris.0) / p99(&p.etcd.0).max(1e-9)
+    })
+    .ok_or_else(|| anyhow::anyhow!("{workload}: nothing measured"))?;
+    let Pair {
+        zaris: (zaris, zaris_cost),
+        etcd: (etcd, etcd_cost),
+    } = chosen;
     let detail = format!(
         "p50 {:.2} / {:.2} ms, max {:.1} / {:.1} ms; answered {:.0} / {:.0} /s, failed {} / {}; {}",
         ms(zaris.percentile(0.5)),
@@ -388,15 +470,15 @@ fn latency_row(
         zaris.failed,
         etcd.failed,
         per_request((&zaris, &zaris_cost), (&etcd, &etcd_cost)),
-    );
-    Row {
+    ) + &ratios_note(&ratios);
+    Ok(Row {
         workload: workload.to_owned(),
-        zaris: zaris.percentile(0.99).as_secs_f64() * 1e6,
-        etcd: etcd.percentile(0.99).as_secs_f64() * 1e6,
+        zaris: p99(&zaris) * 1e6,
+        etcd: p99(&etcd) * 1e6,
         unit: "µs",
         target,
         detail,
-    }
+    })
 }
 
 /// What a request cost each cluster's servers: CPU time and context switches, Zaris / etcd.
