@@ -90,17 +90,30 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
     let wants = |key: &str| args.workloads.iter().any(|w| w == key);
     let (zpids, epids) = (zaris_cluster.pids(), etcd_cluster.pids());
     let mut rows = Vec::new();
+    // `both!(t => workload(t, ...))`: the workload on each system (`t` is its target), `rounds`
+    // times, alternating, each run with what it cost that system's processes.
+    macro_rules! both {
+        ($t:ident => $workload:expr) => {
+            alternating(
+                rounds,
+                |_| {
+                    let $t = &z;
+                    costed(&zpids, $workload)
+                },
+                |_| {
+                    let $t = &e;
+                    costed(&epids, $workload)
+                },
+            )
+            .await?
+        };
+    }
     let result = async {
         if wants("read1") {
             rows.push(throughput_row(
                 "serializable read, 1 client (no Raft round: the call alone)",
                 "(floor)",
-                alternating(
-                    rounds,
-                    |_| costed(&zpids, local_reads(&z, 1, seconds)),
-                    |_| costed(&epids, local_reads(&e, 1, seconds)),
-                )
-                .await?,
+                both!(t => local_reads(t, 1, seconds)),
             )?);
         }
         if wants("read16") {
@@ -108,24 +121,14 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
                 "serializable read, 16 clients (no Raft round: the calls alone, at grant × 16's \
                  concurrency)",
                 "(floor)",
-                alternating(
-                    rounds,
-                    |_| costed(&zpids, local_reads(&z, 16, seconds)),
-                    |_| costed(&epids, local_reads(&e, 16, seconds)),
-                )
-                .await?,
+                both!(t => local_reads(t, 16, seconds)),
             )?);
         }
         if wants("put1") {
             rows.push(throughput_row(
                 "put with lease, 1 client",
                 "≥ 2",
-                alternating(
-                    rounds,
-                    |_| costed(&zpids, puts(&z, 1, seconds)),
-                    |_| costed(&epids, puts(&e, 1, seconds)),
-                )
-                .await?,
+                both!(t => puts(t, 1, seconds)),
             )?);
         }
         if wants("floor1") {
@@ -161,12 +164,7 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
             rows.push(throughput_row(
                 "put with lease, 16 clients",
                 "≥ 3",
-                alternating(
-                    rounds,
-                    |_| costed(&zpids, puts(&z, 16, seconds)),
-                    |_| costed(&epids, puts(&e, 16, seconds)),
-                )
-                .await?,
+                both!(t => puts(t, 16, seconds)),
             )?);
         }
         if wants("putopen") {
@@ -175,24 +173,14 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
                     "put with lease, open loop at {OPEN_LOOP_RATE}/s (independent clients): p99 latency"
                 ),
                 "(no target: what the write linger costs)",
-                alternating(
-                    rounds,
-                    |_| costed(&zpids, open_puts(&z, OPEN_LOOP_RATE, seconds)),
-                    |_| costed(&epids, open_puts(&e, OPEN_LOOP_RATE, seconds)),
-                )
-                .await?,
+                both!(t => open_puts(t, OPEN_LOOP_RATE, seconds)),
             )?);
         }
         if wants("grant16") {
             rows.push(throughput_row(
                 "lease grant, 16 clients",
                 "≥ 3",
-                alternating(
-                    rounds,
-                    |_| costed(&zpids, grants(&z, 16, seconds)),
-                    |_| costed(&epids, grants(&e, 16, seconds)),
-                )
-                .await?,
+                both!(t => grants(t, 16, seconds)),
             )?);
         }
         if wants("floorgrant16") {
@@ -215,24 +203,14 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
             rows.push(throughput_row(
                 "keepalive, 8 streams × 64 in flight",
                 "≥ 1",
-                alternating(
-                    rounds,
-                    |_| costed(&zpids, keepalives(&z, 8, 64, seconds)),
-                    |_| costed(&epids, keepalives(&e, 8, 64, seconds)),
-                )
-                .await?,
+                both!(t => keepalives(t, 8, 64, seconds)),
             )?);
         }
         if wants("keepalive64x1") {
             rows.push(throughput_row(
                 "keepalive, 64 streams × 1 in flight",
                 "≥ 1.5",
-                alternating(
-                    rounds,
-                    |_| costed(&zpids, keepalives(&z, 64, 1, seconds)),
-                    |_| costed(&epids, keepalives(&e, 64, 1, seconds)),
-                )
-                .await?,
+                both!(t => keepalives(t, 64, 1, seconds)),
             )?);
         }
         if wants("floorka64") {
@@ -255,12 +233,7 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
             rows.push(throughput_row(
                 "lock + unlock, 4 clients / 4 locks",
                 "≥ 2",
-                alternating(
-                    rounds,
-                    |_| costed(&zpids, locks(&z, 4, 4, seconds)),
-                    |_| costed(&epids, locks(&e, 4, 4, seconds)),
-                )
-                .await?,
+                both!(t => locks(t, 4, 4, seconds)),
             )?);
         }
         if wants("floorlock4") {
@@ -283,12 +256,7 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
             rows.push(throughput_row(
                 "lock + unlock, 16 clients / 4 locks",
                 "keep ≈ 7",
-                alternating(
-                    rounds,
-                    |_| costed(&zpids, locks(&z, 16, 4, seconds)),
-                    |_| costed(&epids, locks(&e, 16, 4, seconds)),
-                )
-                .await?,
+                both!(t => locks(t, 16, 4, seconds)),
             )?);
         }
         if wants("populate") {
