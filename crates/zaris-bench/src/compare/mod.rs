@@ -108,6 +108,27 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
             .await?
         };
     }
+    // `floor_beside!(name, t => workload(t, ...))`: the workload on a fresh gRPC floor cluster
+    // (logs under `name-round`) for the first column and on etcd for the second, as `both!`.
+    macro_rules! floor_beside {
+        ($name:literal, $t:ident => $workload:expr) => {
+            alternating(
+                rounds,
+                |round| {
+                    let dir = root.path().join(format!("{}-{round}", $name));
+                    on_floor(dir, |floor| async move {
+                        let $t = &floor;
+                        $workload.await
+                    })
+                },
+                |_| {
+                    let $t = &e;
+                    costed(&epids, $workload)
+                },
+            )
+            .await?
+        };
+    }
     let result = async {
         if wants("read1") {
             rows.push(throughput_row(
@@ -188,15 +209,7 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
                 "replication floor through gRPC, 16 clients group-committed, no Raft (column 1; \
                  etcd: lease grant, 16 clients)",
                 "(floor)",
-                alternating(
-                    rounds,
-                    |round| {
-                        let dir = root.path().join(format!("floorgrant16-{round}"));
-                        on_floor(dir, |f| async move { grants(&f, 16, seconds).await })
-                    },
-                    |_| costed(&epids, grants(&e, 16, seconds)),
-                )
-                .await?,
+                floor_beside!("floorgrant16", t => grants(t, 16, seconds)),
             )?);
         }
         if wants("keepalive8x64") {
@@ -218,15 +231,7 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
                 "replication floor through gRPC, 64 streams × 1 in flight, every message \
                  group-committed, no Raft (column 1; etcd: keepalive, 64 streams × 1)",
                 "(floor)",
-                alternating(
-                    rounds,
-                    |round| {
-                        let dir = root.path().join(format!("floorka64-{round}"));
-                        on_floor(dir, |f| async move { keepalives(&f, 64, 1, seconds).await })
-                    },
-                    |_| costed(&epids, keepalives(&e, 64, 1, seconds)),
-                )
-                .await?,
+                floor_beside!("floorka64", t => keepalives(t, 64, 1, seconds)),
             )?);
         }
         if wants("lock4") {
@@ -241,15 +246,7 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
                 "replication floor through gRPC, 4 clients, two group-committed rounds per cycle, \
                  no Raft (column 1; etcd: lock + unlock, 4 clients / 4 locks)",
                 "(floor)",
-                alternating(
-                    rounds,
-                    |round| {
-                        let dir = root.path().join(format!("floorlock4-{round}"));
-                        on_floor(dir, |f| async move { locks(&f, 4, 4, seconds).await })
-                    },
-                    |_| costed(&epids, locks(&e, 4, 4, seconds)),
-                )
-                .await?,
+                floor_beside!("floorlock4", t => locks(t, 4, 4, seconds)),
             )?);
         }
         if wants("lock16") {
