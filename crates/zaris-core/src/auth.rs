@@ -95,6 +95,7 @@ impl ResourceKind {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Permission {
     pub kind: ResourceKind,
+    #[serde(with = "crate::codec::bytes")]
     pub prefix: Vec<u8>,
     pub access: Access,
 }

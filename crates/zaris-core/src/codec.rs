@@ -128,8 +128,34 @@ pub enum CodecError {
     Encode(String),
 }
 
-fn config() -> impl bincode::config::Config {
+fn config() -> bincode::config::Configuration {
     bincode::config::standard()
+}
+
+/// bincode counts each value it decodes at its size in memory (a one-byte varint `u64` as 8), so
+/// a valid record claims at most 8 bytes per byte of its encoding; a decode limit of that much
+/// refuses no valid record, and refuses a string whose length prefix claims more than the record
+/// could hold before anything is allocated for it (bincode allocates a string's buffer before
+/// it reads the string). The limit is a type parameter, so records go by size into three tiers.
+const CLAIMED_PER_ENCODED_BYTE: usize = 8;
+const SMALL_RECORD_BYTES: usize = MAX_MESSAGE_BYTES;
+const LARGE_RECORD_BYTES: usize = 1024 * 1024 * 1024;
+
+/// Decodes `body` with the smallest decode limit that fits its size.
+fn decode_body<'de, T: serde::Deserialize<'de>>(body: &'de [u8]) -> Result<(T, usize), CodecError> {
+    const SMALL: usize = CLAIMED_PER_ENCODED_BYTE * SMALL_RECORD_BYTES;
+    const LARGE: usize = CLAIMED_PER_ENCODED_BYTE * LARGE_RECORD_BYTES;
+    const LARGEST: usize = CLAIMED_PER_ENCODED_BYTE * MAX_SNAPSHOT_BYTES;
+    // Borrowing from the input, so that a byte string ([`bytes`]) is read straight out of it: a
+    // length prefix that claims more than the input holds fails before any allocation.
+    let decoded = if body.len() <= SMALL_RECORD_BYTES {
+        bincode::serde::borrow_decode_from_slice(body, config().with_limit::<SMALL>())
+    } else if body.len() <= LARGE_RECORD_BYTES {
+        bincode::serde::borrow_decode_from_slice(body, config().with_limit::<LARGE>())
+    } else {
+        bincode::serde::borrow_decode_from_slice(body, config().with_limit::<LARGEST>())
+    };
+    decoded.map_err(|e| CodecError::Decode(e.to_string()))
 }
 
 /// Encodes `value` as one version-tagged record.
@@ -155,9 +181,10 @@ pub fn decode<T: DeserializeOwned + Serialize>(
     Ok(value)
 }
 
-/// Decodes a record that this process encoded with [`encode`] and kept in memory (the watch
-/// history's packed entries): the canonical-form check guards against other writers, of which
-/// there are none, and would encode every record a second time on each read.
+/// Decodes a record that this node encoded with [`encode`] itself and kept, in memory (the watch
+/// history's packed entries) or in its own store (the Raft log, whose entries it encodes as it
+/// appends them, whoever proposed them): the canonical-form check guards against other writers,
+/// of which there are none, and would encode every record a second time on each read.
 pub fn decode_own<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     decode_unchecked(bytes, bytes.len())
 }
@@ -176,8 +203,7 @@ fn decode_unchecked<T: DeserializeOwned>(bytes: &[u8], max_bytes: usize) -> Resu
     if version != FORMAT_VERSION {
         return Err(CodecError::UnknownVersion { found: version });
     }
-    let (value, used) = bincode::serde::decode_from_slice(body, config())
-        .map_err(|e| CodecError::Decode(e.to_string()))?;
+    let (value, used) = decode_body(body)?;
     if used != body.len() {
         return Err(CodecError::Trailing {
             trailing: body.len() - used,
@@ -294,5 +320,55 @@ impl std::io::Write for HashingWriter {
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+/// Byte strings (keys, values, prefixes) through serde as one slice (`#[serde(with =
+/// "crate::codec::bytes")]` on a `Vec<u8>`), not as a sequence of single bytes, each a call of its
+/// own both ways: the same encoding (a length, then the bytes), written and read in one copy.
+/// Read with `deserialize_bytes`, which [`decode`] answers from the input itself, so a length
+/// that claims more than the input holds is an error, never an allocation of that size (the
+/// `serde_bytes` crate reads with `deserialize_byte_buf`, which bincode answers by allocating the
+/// claimed length first).
+pub mod bytes {
+    use std::fmt;
+
+    use serde::de::{Deserializer, Error, SeqAccess, Visitor};
+    use serde::ser::Serializer;
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bytes(bytes)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
+        deserializer.deserialize_bytes(BytesVisitor)
+    }
+
+    struct BytesVisitor;
+
+    impl<'de> Visitor<'de> for BytesVisitor {
+        type Value = Vec<u8>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a byte string")
+        }
+
+        fn visit_bytes<E: Error>(self, bytes: &[u8]) -> Result<Vec<u8>, E> {
+            Ok(bytes.to_vec())
+        }
+
+        fn visit_byte_buf<E: Error>(self, bytes: Vec<u8>) -> Result<Vec<u8>, E> {
+            Ok(bytes)
+        }
+
+        /// Formats that write bytes as a sequence of numbers (JSON) read back through here.
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
+            // As serde's own `Vec` does: never trust a size hint for more than a little.
+            let mut bytes = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+            while let Some(byte) = seq.next_element()? {
+                bytes.push(byte);
+            }
+            Ok(bytes)
+        }
     }
 }

@@ -60,7 +60,9 @@ pub enum Command {
     Expire { leases: Vec<ExpiredLease> },
     /// Write a key, optionally bound to a lease and guarded by a lock.
     Put {
+        #[serde(with = "crate::codec::bytes")]
         key: Vec<u8>,
+        #[serde(with = "crate::codec::bytes")]
         value: Vec<u8>,
         lease: LeaseId,
         guard: Option<Guard>,
@@ -128,7 +130,9 @@ pub enum Command {
 /// A key written, bound to its lease, by [`Command::GrantBound`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BoundKey {
+    #[serde(with = "crate::codec::bytes")]
     pub key: Vec<u8>,
+    #[serde(with = "crate::codec::bytes")]
     pub value: Vec<u8>,
 }
 
@@ -171,6 +175,7 @@ pub struct Txn {
 /// value comparison against a missing key is false whatever the operator.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Compare {
+    #[serde(with = "crate::codec::bytes")]
     pub key: Vec<u8>,
     pub target: CompareTarget,
     pub op: CompareOp,
@@ -178,7 +183,7 @@ pub struct Compare {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CompareTarget {
-    Value(Vec<u8>),
+    Value(#[serde(with = "crate::codec::bytes")] Vec<u8>),
     Version(u64),
     CreateRevision(Revision),
     ModRevision(Revision),
@@ -208,7 +213,9 @@ impl CompareOp {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TxnOp {
     Put {
+        #[serde(with = "crate::codec::bytes")]
         key: Vec<u8>,
+        #[serde(with = "crate::codec::bytes")]
         value: Vec<u8>,
         lease: LeaseId,
     },

@@ -84,7 +84,9 @@ pub struct RequestId {
 /// A stored key with its metadata, as reads and events return it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyValue {
+    #[serde(with = "crate::codec::bytes")]
     pub key: Vec<u8>,
+    #[serde(with = "crate::codec::bytes")]
     pub value: Vec<u8>,
     /// Revision of the put that created this incarnation of the key.
     pub create_revision: Revision,
@@ -100,11 +102,16 @@ pub struct KeyValue {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum KeySelector {
     /// Exactly this key.
-    Key(Vec<u8>),
+    Key(#[serde(with = "crate::codec::bytes")] Vec<u8>),
     /// Every key starting with these bytes (the empty prefix selects every key).
-    Prefix(Vec<u8>),
+    Prefix(#[serde(with = "crate::codec::bytes")] Vec<u8>),
     /// Keys in `[start, end)`; an empty `end` means "to the last key".
-    Range { start: Vec<u8>, end: Vec<u8> },
+    Range {
+        #[serde(with = "crate::codec::bytes")]
+        start: Vec<u8>,
+        #[serde(with = "crate::codec::bytes")]
+        end: Vec<u8>,
+    },
 }
 
 impl KeySelector {

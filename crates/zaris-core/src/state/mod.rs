@@ -34,6 +34,7 @@ pub use dedup::{
 /// A stored value; the key is the map key.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Stored {
+    #[serde(with = "crate::codec::bytes")]
     value: Vec<u8>,
     create_revision: Revision,
     mod_revision: Revision,

@@ -197,3 +197,112 @@ fn a_batch_entry_round_trips() {
     let decoded: Request = codec::decode(&bytes, MAX_MESSAGE_BYTES).expect("decode");
     assert_eq!(decoded, batch);
 }
+
+/// `KeyValue` as it was derived before its byte strings went through `serde_bytes`.
+#[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+struct KeyValueAsSequences {
+    key: Vec<u8>,
+    value: Vec<u8>,
+    create_revision: Revision,
+    mod_revision: Revision,
+    version: u64,
+    lease: LeaseId,
+}
+
+#[test]
+fn byte_strings_encode_as_they_did_as_sequences_of_bytes() {
+    // Keys and values go through serde as byte slices (one copy each way) since 2026-12-06;
+    // entries, snapshots and messages written before must read the same, and vice versa.
+    // The request of `sample()` as the build before wrote it.
+    let before = [
+        0x08, 0x01, 0x03, 0x04, 0x00, 0x04, 0x01, b'k', 0x03, 0x00, 0x01, 0x02, 0x09, 0x00, 0x01,
+    ];
+    assert_eq!(before[0], FORMAT_VERSION);
+    assert_eq!(codec::encode(&sample()).expect("encode"), before);
+    assert_eq!(
+        codec::decode::<Request>(&before, MAX_MESSAGE_BYTES).expect("decode"),
+        sample()
+    );
+    // Lengths of one byte, of three (from 251 on) and of five (from 65,536 on).
+    for len in [0, 1, 250, 251, 300, 65_535, 65_536, 70_000] {
+        let value: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        let kv = zaris_core::KeyValue {
+            key: b"key".to_vec(),
+            value: value.clone(),
+            create_revision: Revision::new(5),
+            mod_revision: Revision::new(6),
+            version: 2,
+            lease: LeaseId::new(300),
+        };
+        let plain = KeyValueAsSequences {
+            key: b"key".to_vec(),
+            value,
+            create_revision: Revision::new(5),
+            mod_revision: Revision::new(6),
+            version: 2,
+            lease: LeaseId::new(300),
+        };
+        let bytes = codec::encode(&kv).expect("encode");
+        assert_eq!(bytes, codec::encode(&plain).expect("encode"), "{len} bytes");
+        let read: zaris_core::KeyValue = codec::decode(&bytes, MAX_MESSAGE_BYTES).expect("decode");
+        assert_eq!(read, kv);
+        let read_plain: KeyValueAsSequences =
+            codec::decode(&bytes, MAX_MESSAGE_BYTES).expect("decode");
+        assert_eq!(read_plain, plain);
+    }
+}
+
+/// `bytes` with its length prefix replaced by the varint for `claimed` (251 + u16, 252 + u32,
+/// 253 + u64), the rest of `bytes` after the prefix kept.
+fn with_length_claim(record: &[u8], prefix_at: usize, claimed: u64) -> Vec<u8> {
+    let mut forged = record[..prefix_at].to_vec();
+    forged.push(253);
+    forged.extend_from_slice(&claimed.to_le_bytes());
+    forged.extend_from_slice(&record[prefix_at + 1..]);
+    forged
+}
+
+/// A length prefix that claims more than the record holds is a decode error, not an allocation
+/// of that size: of a byte string (read from the input itself) or of a string (bincode
+/// allocates a string's buffer before reading it; the decode limit refuses first). Before
+/// 2026-12-06 a string's claim of an exabyte aborted the process.
+#[test]
+fn a_length_claiming_more_than_the_record_holds_is_an_error() {
+    // `sample()`'s key, of one byte: its length is the byte before it.
+    let record = codec::encode(&sample()).expect("encode");
+    let at = record
+        .windows(2)
+        .position(|w| w == [1, b'k'])
+        .expect("the key's length");
+    for claimed in [2, 1 << 20, 1 << 40, u64::MAX / 2, u64::MAX] {
+        let forged = with_length_claim(&record, at, claimed);
+        assert!(
+            matches!(
+                codec::decode::<Request>(&forged, MAX_MESSAGE_BYTES),
+                Err(CodecError::Decode(_))
+            ),
+            "key of {claimed} bytes"
+        );
+    }
+    let lock = Request::new(Command::LockAcquire {
+        name: "n".to_owned(),
+        lease: LeaseId::new(9),
+        wait: false,
+        sent_after: None,
+    });
+    let record = codec::encode(&lock).expect("encode");
+    let at = record
+        .windows(2)
+        .position(|w| w == [1, b'n'])
+        .expect("the name's length");
+    for claimed in [2, 1 << 20, 1 << 40, u64::MAX / 2, u64::MAX] {
+        let forged = with_length_claim(&record, at, claimed);
+        assert!(
+            matches!(
+                codec::decode::<Request>(&forged, MAX_MESSAGE_BYTES),
+                Err(CodecError::Decode(_))
+            ),
+            "name of {claimed} bytes"
+        );
+    }
+}
