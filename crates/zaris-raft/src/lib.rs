@@ -13,6 +13,7 @@ mod disk_sync;
 pub mod dump;
 mod faults;
 mod log_store;
+mod recent;
 pub mod restore;
 mod sm_store;
 mod snapshot_file;

@@ -6,7 +6,7 @@ use std::io;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use openraft::storage::{IOFlushed, RaftLogStorage};
 use openraft::{LogState, OptionalSend, RaftLogReader};
@@ -17,6 +17,7 @@ use zaris_core::codec;
 
 use crate::disk_sync::{DiskSync, flush_durably};
 use crate::io_err;
+use crate::recent::RecentEntries;
 use crate::types::{Entry, LogId, TypeConfig, Vote};
 
 /// The sled trees of the log: entries, and the vote, purge point and committed index.
@@ -39,6 +40,8 @@ pub struct LogStore {
     disk: Arc<DiskSync>,
     /// The index through which entries may be deleted, for the [`purge_loop`].
     purge_through: Arc<watch::Sender<Option<u64>>>,
+    /// The newest entries, decoded, for the reads that follow each append (`recent`).
+    recent: Arc<Mutex<RecentEntries<Entry>>>,
 }
 
 /// Entries deleted per sled batch by the [`purge_loop`].
@@ -219,6 +222,7 @@ impl LogStore {
             flusher,
             disk,
             purge_through: Arc::new(purge_through),
+            recent: Arc::default(),
         };
         // Entries a purge had not deleted yet when the node stopped.
         if let Some(purged) = store.get_meta::<LogId>(LAST_PURGED)? {
@@ -258,6 +262,7 @@ impl LogStore {
     /// snapshot at `log_id` (restore), the way a purge after that snapshot would leave it.
     /// Not fsync'd; the caller flushes the database.
     pub(crate) fn start_after(&self, log_id: LogId) -> io::Result<()> {
+        self.recent().clear();
         self.put_meta(LAST_PURGED, &log_id)?;
         self.put_meta(COMMITTED, &Some(log_id))
     }
@@ -266,6 +271,13 @@ impl LogStore {
     /// appended it, and each is read back several times (by the replication to each follower and
     /// by the state machine); the check encoded each of them again per read, 4% of the leader's
     /// instructions per 1-client put (callgrind, docs/performance.md).
+    fn recent(&self) -> MutexGuard<'_, RecentEntries<Entry>> {
+        // Entries are only ever added whole: a panic elsewhere leaves nothing half-updated.
+        self.recent
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     fn decode_entry(bytes: &[u8]) -> io::Result<Entry> {
         if bytes.len() > codec::MAX_MESSAGE_BYTES {
             return Err(io_err(
@@ -294,6 +306,14 @@ impl RaftLogReader<TypeConfig> for LogStore {
             Bound::Excluded(i) => i.saturating_add(1),
             Bound::Unbounded => 0,
         };
+        let end = match range.end_bound() {
+            Bound::Included(i) => Some(i.saturating_add(1)),
+            Bound::Excluded(i) => Some(*i),
+            Bound::Unbounded => None,
+        };
+        if let Some(entries) = self.recent().get(start, end) {
+            return Ok(entries);
+        }
         let mut entries = Vec::new();
         for item in self.log.range(index_key(start)..) {
             let (key, value) = item.map_err(|e| io_err("read log", e))?;
@@ -366,9 +386,15 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // acknowledged.
         for entry in entries {
             let bytes = codec::encode(&entry).map_err(|e| io_err("encode log entry", e))?;
-            self.log
-                .insert(&index_key(entry.log_id.index)[..], bytes)
-                .map_err(|e| io_err("append", e))?;
+            let index = entry.log_id.index;
+            let encoded_bytes = bytes.len();
+            if let Err(e) = self.log.insert(&index_key(index)[..], bytes) {
+                // Whether the log now ends here is not known: read from sled alone.
+                self.recent().clear();
+                return Err(io_err("append", e));
+            }
+            // After the insert: a reader that misses it here finds it in sled.
+            self.recent().appended(index, entry, encoded_bytes);
         }
         // The entries are readable now; they count as persisted (and may be acknowledged) only
         // once the flusher has had them fsync'd. Returning before that lets openraft hand over
@@ -381,6 +407,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> Result<(), io::Error> {
         let from = last_log_id.map_or(0, |l| l.index + 1);
+        // Before sled: a reader never finds here an entry that sled has lost.
+        self.recent().truncating_from(from);
         let keys: Vec<sled::IVec> = self
             .log
             .range(index_key(from)..)
@@ -404,6 +432,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // the purge point is durable: a crash must never find entries deleted behind an older
         // purge point (a log starting at an entry it no longer has), whatever order the store
         // writes its pages in. One fsync per snapshot.
+        self.recent().purging_through(log_id.index);
         self.put_meta(LAST_PURGED, &log_id)?;
         self.fsync().await?;
         self.purge_through.send_replace(Some(log_id.index));

@@ -141,6 +141,90 @@ async fn garbage_on_the_peer_service_is_refused_counted_and_cut_off_and_the_node
     cluster.shutdown().await;
 }
 
+/// A peer message whose string claims far more bytes than the message holds (here a lock name of
+/// a tebibyte inside an AppendEntries) is refused as malformed before anything is allocated for
+/// it; the node serves on. Until 2026-12-06 the decoder allocated the claimed length first, and
+/// the allocation's failure aborted the process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_message_with_a_forged_length_is_refused_and_the_node_serves_on() {
+    use openraft::async_runtime::WatchReceiver as _;
+    use openraft::entry::RaftEntry as _;
+    use openraft::raft::AppendEntriesRequest;
+    use zaris_core::{Command, LeaseId, Request};
+    use zaris_raft::{Entry, LogId, Proposal, TypeConfig};
+
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.leader().await;
+    let follower = cluster.followers(leader)[0];
+    let client = cluster.client(&[1, 2, 3]).await;
+    let cluster_id = cluster.cluster_id();
+    let peer_addr = cluster.peer_addrs[&follower];
+    let refused_before = counter("zaris_peer_messages_refused_total", "reason=\"malformed\"");
+
+    let lock = Command::LockAcquire {
+        name: "n".to_owned(),
+        lease: LeaseId::new(1),
+        wait: false,
+        sent_after: None,
+    };
+    let request = AppendEntriesRequest::<TypeConfig> {
+        vote: cluster
+            .node(follower)
+            .raft()
+            .metrics()
+            .borrow_watched()
+            .vote,
+        prev_log_id: None,
+        leader_commit: None,
+        entries: vec![Entry::new_normal(
+            LogId::new(
+                openraft::impls::leader_id_adv::LeaderId {
+                    term: 1,
+                    node_id: leader,
+                },
+                1,
+            ),
+            Proposal(Request::new(lock)),
+        )],
+    };
+    let encoded = zaris_core::codec::encode(&request).expect("encode");
+    // The name's length (1) before its one byte, as a u64 varint of 2^40 instead.
+    let at = encoded
+        .windows(2)
+        .position(|w| w == [1, b'n'])
+        .expect("the name's length");
+    let mut forged = encoded[..at].to_vec();
+    forged.push(253);
+    forged.extend_from_slice(&(1u64 << 40).to_le_bytes());
+    forged.extend_from_slice(&encoded[at + 1..]);
+
+    let mut connection = RaftServiceClient::connect(format!("http://{peer_addr}"))
+        .await
+        .expect("connect");
+    let refusal = connection
+        .append_entries(RaftMessage {
+            cluster_id,
+            payload: forged,
+        })
+        .await
+        .expect_err("a forged length");
+    assert_eq!(refusal.code(), Code::InvalidArgument, "{refusal:?}");
+    assert!(
+        refusal.message().contains("bad Raft message"),
+        "{refusal:?}"
+    );
+    assert!(counter("zaris_peer_messages_refused_total", "reason=\"malformed\"") > refused_before);
+    drop(connection);
+    // The follower is alive and still a member that acknowledges: a write to all three commits
+    // on it too.
+    let put = client
+        .put("after/forged", "ok", PutOptions::default())
+        .await
+        .expect("put after the forged message");
+    cluster.wait_applied(put.revision).await;
+    cluster.shutdown().await;
+}
+
 /// A replication stream (`AppendStream`) is held to the rules of a single AppendEntries: a
 /// first request that does not decode is refused before the stream is answered, and the
 /// connection is cut off; a request that does not decode later ends the stream with the same
