@@ -252,57 +252,43 @@ fn byte_strings_encode_as_they_did_as_sequences_of_bytes() {
     }
 }
 
-/// `bytes` with its length prefix replaced by the varint for `claimed` (251 + u16, 252 + u32,
-/// 253 + u64), the rest of `bytes` after the prefix kept.
-fn with_length_claim(record: &[u8], prefix_at: usize, claimed: u64) -> Vec<u8> {
-    let mut forged = record[..prefix_at].to_vec();
-    forged.push(253);
-    forged.extend_from_slice(&claimed.to_le_bytes());
-    forged.extend_from_slice(&record[prefix_at + 1..]);
-    forged
-}
-
-/// A length prefix that claims more than the record holds is a decode error, not an allocation
-/// of that size: of a byte string (read from the input itself) or of a string (bincode
-/// allocates a string's buffer before reading it; the decode limit refuses first). Before
-/// 2026-12-06 a string's claim of an exabyte aborted the process.
-#[test]
-fn a_length_claiming_more_than_the_record_holds_is_an_error() {
-    // `sample()`'s key, of one byte: its length is the byte before it.
-    let record = codec::encode(&sample()).expect("encode");
+/// `request` encoded, with the length prefix of its one-byte string or byte string `only_byte`
+/// replaced by claims of more and more bytes (a u64 varint: 253, then the u64); each must be a
+/// decode error.
+fn assert_forged_lengths_refused(request: &Request, only_byte: u8) {
+    let record = codec::encode(request).expect("encode");
     let at = record
         .windows(2)
-        .position(|w| w == [1, b'k'])
-        .expect("the key's length");
+        .position(|w| w == [1, only_byte])
+        .expect("the length before the byte");
     for claimed in [2, 1 << 20, 1 << 40, u64::MAX / 2, u64::MAX] {
-        let forged = with_length_claim(&record, at, claimed);
+        let mut forged = record[..at].to_vec();
+        forged.push(253);
+        forged.extend_from_slice(&claimed.to_le_bytes());
+        forged.extend_from_slice(&record[at + 1..]);
         assert!(
             matches!(
                 codec::decode::<Request>(&forged, MAX_MESSAGE_BYTES),
                 Err(CodecError::Decode(_))
             ),
-            "key of {claimed} bytes"
+            "{request:?} with {claimed} bytes claimed"
         );
     }
+}
+
+/// A length prefix that claims more than the record holds is a decode error, not an allocation
+/// of that size: of a byte string (read from the input itself) or of a string (bincode
+/// allocates a string's buffer before reading it; the decode limit refuses first). Before
+/// 2026-12-06 a string's claim of a tebibyte aborted the process.
+#[test]
+fn a_length_claiming_more_than_the_record_holds_is_an_error() {
+    // `sample()`'s key is b"k".
+    assert_forged_lengths_refused(&sample(), b'k');
     let lock = Request::new(Command::LockAcquire {
         name: "n".to_owned(),
         lease: LeaseId::new(9),
         wait: false,
         sent_after: None,
     });
-    let record = codec::encode(&lock).expect("encode");
-    let at = record
-        .windows(2)
-        .position(|w| w == [1, b'n'])
-        .expect("the name's length");
-    for claimed in [2, 1 << 20, 1 << 40, u64::MAX / 2, u64::MAX] {
-        let forged = with_length_claim(&record, at, claimed);
-        assert!(
-            matches!(
-                codec::decode::<Request>(&forged, MAX_MESSAGE_BYTES),
-                Err(CodecError::Decode(_))
-            ),
-            "name of {claimed} bytes"
-        );
-    }
+    assert_forged_lengths_refused(&lock, b'n');
 }
