@@ -184,9 +184,10 @@ pub fn decode<T: DeserializeOwned + Serialize>(
 /// Decodes a record that this node encoded with [`encode`] itself and kept, in memory (the watch
 /// history's packed entries) or in its own store (the Raft log, whose entries it encodes as it
 /// appends them, whoever proposed them): the canonical-form check guards against other writers,
-/// of which there are none, and would encode every record a second time on each read.
-pub fn decode_own<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
-    decode_unchecked(bytes, bytes.len())
+/// of which there are none, and would encode every record a second time on each read. Records
+/// above `max_bytes` are refused, as by [`decode`].
+pub fn decode_own<T: DeserializeOwned>(bytes: &[u8], max_bytes: usize) -> Result<T, CodecError> {
+    decode_unchecked(bytes, max_bytes)
 }
 
 /// [`decode`] without the canonical-form check: for snapshots, which a node only ever reads from

@@ -267,10 +267,6 @@ impl LogStore {
         self.put_meta(COMMITTED, &Some(log_id))
     }
 
-    /// Without the canonical-form check: this node encoded every entry of its log itself, as it
-    /// appended it, and each is read back several times (by the replication to each follower and
-    /// by the state machine); the check encoded each of them again per read, 4% of the leader's
-    /// instructions per 1-client put (callgrind, docs/performance.md).
     fn recent(&self) -> MutexGuard<'_, RecentEntries<Entry>> {
         // Entries are only ever added whole: a panic elsewhere leaves nothing half-updated.
         self.recent
@@ -278,14 +274,13 @@ impl LogStore {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Without the canonical-form check: this node encoded every entry of its log itself, as it
+    /// appended it, and each is read back several times (by the replication to each follower and
+    /// by the state machine); the check encoded each of them again per read, 4% of the leader's
+    /// instructions per 1-client put (callgrind, docs/performance.md).
     fn decode_entry(bytes: &[u8]) -> io::Result<Entry> {
-        if bytes.len() > codec::MAX_MESSAGE_BYTES {
-            return Err(io_err(
-                "decode log entry",
-                format!("{} bytes, over {}", bytes.len(), codec::MAX_MESSAGE_BYTES),
-            ));
-        }
-        codec::decode_own(bytes).map_err(|e| io_err("decode log entry", e))
+        codec::decode_own(bytes, codec::MAX_MESSAGE_BYTES)
+            .map_err(|e| io_err("decode log entry", e))
     }
 }
 

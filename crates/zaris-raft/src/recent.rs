@@ -60,9 +60,7 @@ impl<T: Clone> RecentEntries<T> {
     /// The log is about to lose every entry from index `from` on.
     pub(crate) fn truncating_from(&mut self, from: u64) {
         while self.held.back().is_some_and(|last| last.index >= from) {
-            if let Some(last) = self.held.pop_back() {
-                self.bytes -= last.encoded_bytes;
-            }
+            self.pop_newest();
         }
     }
 
@@ -112,6 +110,12 @@ impl<T: Clone> RecentEntries<T> {
     fn pop_oldest(&mut self) {
         if let Some(first) = self.held.pop_front() {
             self.bytes -= first.encoded_bytes;
+        }
+    }
+
+    fn pop_newest(&mut self) {
+        if let Some(last) = self.held.pop_back() {
+            self.bytes -= last.encoded_bytes;
         }
     }
 }

@@ -291,18 +291,20 @@ impl WatchHub {
         for (revision, events) in read {
             let events = match events {
                 Events::Unpacked(events) => events,
-                Events::Packed(packed) => match codec::decode_own::<Vec<Event>>(&packed) {
-                    Ok(events) => Arc::from(events),
-                    // Cannot happen (this process packed them); were it to, the reader is told its
-                    // events are gone, as if evicted, rather than skipping them silently.
-                    Err(e) => {
-                        error!(revision = revision.get(), "cannot unpack watch events: {e}");
-                        return Err(HistoryGap {
-                            oldest_available: revision.next(),
-                            lost_to_restore: false,
-                        });
+                Events::Packed(packed) => {
+                    match codec::decode_own::<Vec<Event>>(&packed, usize::MAX) {
+                        Ok(events) => Arc::from(events),
+                        // Cannot happen (this process packed them); were it to, the reader is told its
+                        // events are gone, as if evicted, rather than skipping them silently.
+                        Err(e) => {
+                            error!(revision = revision.get(), "cannot unpack watch events: {e}");
+                            return Err(HistoryGap {
+                                oldest_available: revision.next(),
+                                lost_to_restore: false,
+                            });
+                        }
                     }
-                },
+                }
             };
             entries.push((revision, events));
         }
