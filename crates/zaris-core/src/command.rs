@@ -344,7 +344,7 @@ impl Request {
                 }
                 Ok(())
             }
-            Command::Renew { ids } => check_ids(ids.len(), ids.iter().copied(), limits),
+            Command::Renew { ids } => check_renew_ids(ids, limits),
             Command::Revoke { id } => check_ids(1, std::iter::once(*id), limits),
             Command::Expire { leases } => {
                 check_ids(leases.len(), leases.iter().map(|l| l.id), limits)
@@ -429,6 +429,12 @@ fn check_lease_id(id: LeaseId) -> Result<(), Rejection> {
         ));
     }
     Ok(())
+}
+
+/// What [`Request::validate`] checks of a `Renew`'s ids, for a caller that has the ids but no
+/// command yet (a keepalive request, checked before it joins a batch).
+pub fn check_renew_ids(ids: &[LeaseId], limits: &Limits) -> Result<(), Rejection> {
+    check_ids(ids.len(), ids.iter().copied(), limits)
 }
 
 fn check_ids(

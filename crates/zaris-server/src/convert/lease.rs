@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 
+use zaris_core::command::check_renew_ids;
 use zaris_core::{
     BoundKey, Command, DurationMs, LeaseId, LeaseInfo, LimitKind, Limits, Outcome, Rejection,
     Request, Response,
@@ -87,18 +88,21 @@ pub fn keepalive_ids(
             actual: listed,
         }));
     }
-    let mut seen = HashSet::with_capacity(request.ids.len());
-    let ids: Vec<LeaseId> = request
-        .ids
-        .iter()
-        .copied()
-        .filter(|id| seen.insert(*id))
-        .map(LeaseId::new)
-        .collect();
+    // One id, the common case, has nothing to repeat: no set to build and hash into.
+    let ids: Vec<LeaseId> = if request.ids.len() <= 1 {
+        request.ids.iter().copied().map(LeaseId::new).collect()
+    } else {
+        let mut seen = HashSet::with_capacity(request.ids.len());
+        request
+            .ids
+            .iter()
+            .copied()
+            .filter(|id| seen.insert(*id))
+            .map(LeaseId::new)
+            .collect()
+    };
     if !ids.is_empty() {
-        Request::new(Command::Renew { ids: ids.clone() })
-            .validate(limits)
-            .map_err(ApiError::from)?;
+        check_renew_ids(&ids, limits).map_err(ApiError::from)?;
     }
     Ok(ids)
 }

@@ -44,8 +44,13 @@ type KeepAliveStream =
 impl LeaseService {
     /// One KeepAlive request. `lease_id` is set when the request renews a single lease (the
     /// common case); a request for several carries only their count.
+    ///
+    /// The per-request spans here are at DEBUG, the level of the only events inside them: at
+    /// INFO the fmt subscriber formatted every span's fields into a string on creation, for
+    /// nothing (callgrind: 15% of the leader's instructions per renewal, 5% per grant).
     #[tracing::instrument(
         name = "renew",
+        level = "debug",
         skip_all,
         fields(
             node_id = context.node_id,
@@ -108,6 +113,7 @@ impl LeaseService {
 impl Lease for LeaseService {
     /// `lease_id` is the requested id, or (0 asks the server to choose) the granted one.
     #[tracing::instrument(
+        level = "debug",
         skip_all,
         fields(node_id = self.0.node_id, lease_id = request.get_ref().id)
     )]
@@ -133,6 +139,7 @@ impl Lease for LeaseService {
     }
 
     #[tracing::instrument(
+        level = "debug",
         skip_all,
         fields(node_id = self.0.node_id, lease_id = request.get_ref().id)
     )]
@@ -165,9 +172,15 @@ impl Lease for LeaseService {
         let incoming = request.into_inner();
         let (tx, rx) = mpsc::channel(KEEPALIVE_BUFFER);
         let context = Arc::new(self.0.clone());
-        self.0
+        let shutdown = self.0.shutdown.clone();
+        let answers = tx.clone();
+        let pump = self
+            .0
             .tasks
             .spawn(pump_keepalives(context, credential, incoming, tx));
+        self.0
+            .tasks
+            .spawn(end_keepalives_early(pump, shutdown, answers));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
@@ -256,9 +269,8 @@ impl Lease for LeaseService {
 /// 1, a renewal finding a slot free and nobody queued is proposed by its own stream), and one left
 /// unpolled would keep it, narrowing every other stream's pipeline, until the client read again.
 ///
-/// Ends when the client has closed its side and every answer is out, on the first error, when the
-/// client goes away (its response stream dropped), or when the node stops serving, even while
-/// answers wait for a client that does not read them (a graceful stop waits for this task).
+/// Ends when the client has closed its side and every answer is out, or on the first error;
+/// [`end_keepalives_early`] ends it sooner when the client goes away or the node stops serving.
 async fn pump_keepalives(
     context: Arc<NodeContext>,
     credential: Arc<Credential>,
@@ -277,16 +289,13 @@ async fn pump_keepalives(
                 .map_err(Status::from)
         }
     };
-    // `select!`'s `else` would never run (the shutdown and closed branches are always enabled),
-    // so the end of a half-closed stream is checked here.
+    // The end of a half-closed stream is checked here: `select!`'s `else` runs only when no
+    // branch is enabled, and the in-flight branch is enabled while `ready` holds answers.
     while reading || !in_flight.is_empty() || !ready.is_empty() {
         tokio::select! {
             // Answers first: a client that sends faster than renewals commit must not starve
             // the answers it waits for.
             biased;
-            _ = context.shutdown.cancelled() => break,
-            // Noticed even while no request is read (all answered but the stream half-closed).
-            _ = tx.closed() => break,
             permit = tx.reserve(), if !ready.is_empty() => {
                 let (Ok(permit), Some(answer)) = (permit, ready.pop_front()) else { break };
                 let failed = answer.is_err();
@@ -320,6 +329,31 @@ async fn pump_keepalives(
         }
     }
     debug!(node_id = context.node_id, "keepalive stream ended");
+}
+
+/// Ends a keepalive stream's pump when its client goes away (the response stream dropped: no
+/// answer can reach it) or the node stops serving, even while answers wait for a client that does
+/// not read them (a graceful stop waits for both tasks). A task of its own rather than branches of
+/// the pump's loop: the pump is woken several times per renewal, and a `select!` polls every
+/// branch on every wake; these two waits took a lock each time (callgrind: 5% of the leader's
+/// instructions per renewal, with 64 streams of one renewal each). Aborting the pump drops its
+/// renewals in flight unanswered, as the end of the stream would.
+async fn end_keepalives_early(
+    mut pump: tokio::task::JoinHandle<()>,
+    shutdown: tokio_util::sync::CancellationToken,
+    answers: mpsc::Sender<Result<LeaseKeepAliveResponse, Status>>,
+) {
+    tokio::select! {
+        _ = &mut pump => return,
+        () = shutdown.cancelled() => {}
+        () = answers.closed() => {}
+    }
+    // Dropped first: while it lives, the client's response stream cannot end.
+    drop(answers);
+    pump.abort();
+    // Returns once the pump is dropped, so that a graceful stop that waits for this task finds
+    // the stream's renewals gone.
+    let _ = pump.await;
 }
 
 type Answer = Pin<Box<dyn Future<Output = Result<LeaseKeepAliveResponse, Status>> + Send>>;
