@@ -66,11 +66,13 @@ fn rejection_reason(rejection: &Rejection) -> &'static str {
 fn count_response(response: &zaris_core::Response, fresh: bool, counts: &ApplyCounts) {
     match response {
         Ok(Outcome::Granted { .. }) if fresh => {
-            metrics::counter!(m::LEASES_GRANTED).increment(1);
+            m::RequestCounters::get().leases_granted.increment(1);
             ApplyCounts::add(&counts.grants, 1);
         }
         Ok(Outcome::Renewed { renewed, .. }) if fresh => {
-            metrics::counter!(m::LEASE_RENEWALS).increment(renewed.len() as u64);
+            m::RequestCounters::get()
+                .lease_renewals
+                .increment(renewed.len() as u64);
             ApplyCounts::add(&counts.renewals, renewed.len() as u64);
         }
         Err(rejection) => {
@@ -83,7 +85,7 @@ fn count_response(response: &zaris_core::Response, fresh: bool, counts: &ApplyCo
 
 impl ApplyObserver for NodeObserver {
     fn applied(&self, applied: &Applied) {
-        metrics::counter!(m::APPLIED_ENTRIES).increment(1);
+        m::RequestCounters::get().applied_entries.increment(1);
         self.snapshot_point.applied(applied.revision.get());
         // Every entry, with events or not: the head tells watchers how far they are complete.
         self.watch_hub

@@ -151,12 +151,13 @@ impl Proposer {
 
 /// Counts a proposal by command and outcome (`zaris_proposals_total`).
 fn record(command: &'static str, result: &Result<Reply, ApiError>) {
+    // Indexes into `m::PROPOSAL_OUTCOMES`.
     let outcome = match result {
-        Ok(_) => "applied",
-        Err(ApiError::Timeout { .. }) => "timeout",
+        Ok(_) => 0,
+        Err(ApiError::Timeout { .. }) => 1,
         // Only a ForwardToLeader becomes a redirect (NOT_LEADER or NO_LEADER).
-        Err(ApiError::NotLeader { .. } | ApiError::NoLeader) => "redirected",
-        Err(_) => "failed",
+        Err(ApiError::NotLeader { .. } | ApiError::NoLeader) => 2,
+        Err(_) => 3,
     };
-    metrics::counter!(m::PROPOSALS, "command" => command, "outcome" => outcome).increment(1);
+    m::RequestCounters::get().proposed(command, outcome);
 }

@@ -67,6 +67,21 @@ async fn metrics_health_and_readiness_are_served_over_http() {
     ] {
         assert!(metrics.contains(name), "{name} missing from /metrics");
     }
+    // Counted, not only registered (the per-request counters are registered up front, at 0).
+    for series in [
+        "zaris_proposals_total{command=\"grant\",outcome=\"applied\"}",
+        "zaris_proposals_total{command=\"put\",outcome=\"applied\"}",
+        "zaris_leases_granted_total",
+        "zaris_applied_entries_total",
+    ] {
+        let value = metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(series)?.trim().parse::<f64>().ok());
+        assert!(
+            value.is_some_and(|v| v >= 1.0),
+            "{series} is {value:?} after a grant and a put:\n{metrics}"
+        );
+    }
     let body = metrics.split("\r\n\r\n").nth(1).unwrap_or_default();
     let samples: Vec<&str> = body
         .lines()
