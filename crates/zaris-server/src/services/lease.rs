@@ -289,8 +289,10 @@ async fn pump_keepalives(
                 .map_err(Status::from)
         }
     };
-    // The end of a half-closed stream is checked here: `select!`'s `else` runs only when no
-    // branch is enabled, and the in-flight branch is enabled while `ready` holds answers.
+    // The end of a half-closed stream is checked here. The `select!` has no `else` (it would
+    // panic with every branch disabled): while this condition holds, one branch always is
+    // (answers ready: sending them; else renewals in flight: their next; else reading, and below
+    // the bound with both empty: the next request).
     while reading || !in_flight.is_empty() || !ready.is_empty() {
         tokio::select! {
             // Answers first: a client that sends faster than renewals commit must not starve
