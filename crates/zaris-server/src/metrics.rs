@@ -88,16 +88,14 @@ pub const OPEN_WATCHES: &str = "zaris_watches";
 /// `capacity_exceeded`, `slow_consumer`, `shutting_down`).
 pub const WATCHES_CANCELED: &str = "zaris_watches_canceled_total";
 
-/// The process-wide Prometheus recorder (metrics has one global recorder per process, so nodes
-/// in one test process share it).
 /// The counters bumped for every request, registered once. `counter!` looks its name and labels
 /// up in the recorder's registry on every call, hashing them: callgrind counted 1.3k instructions
 /// per proposal in `propose::record` alone, more than the state machine's apply of a grant.
 #[derive(Debug)]
 pub struct RequestCounters {
     /// `PROPOSALS` by command (in [`PROPOSED_COMMANDS`]' order) and outcome (in
-    /// [`PROPOSAL_OUTCOMES`]' order).
-    proposals: Vec<[Counter; PROPOSAL_OUTCOMES.len()]>,
+    /// [`ProposalOutcome::ALL`]'s order).
+    proposals: Vec<[Counter; ProposalOutcome::ALL.len()]>,
     pub leases_granted: Counter,
     pub lease_renewals: Counter,
     pub applied_entries: Counter,
@@ -120,8 +118,34 @@ const PROPOSED_COMMANDS: [&str; 13] = [
     "batch",
 ];
 
-/// The `outcome` labels of `PROPOSALS`.
-pub const PROPOSAL_OUTCOMES: [&str; 4] = ["applied", "timeout", "redirected", "failed"];
+/// The `outcome` label of `PROPOSALS`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProposalOutcome {
+    /// Committed and applied (even if the state machine rejected it).
+    Applied,
+    Timeout,
+    /// Not the leader (NOT_LEADER or NO_LEADER).
+    Redirected,
+    Failed,
+}
+
+impl ProposalOutcome {
+    const ALL: [ProposalOutcome; 4] = [
+        ProposalOutcome::Applied,
+        ProposalOutcome::Timeout,
+        ProposalOutcome::Redirected,
+        ProposalOutcome::Failed,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            ProposalOutcome::Applied => "applied",
+            ProposalOutcome::Timeout => "timeout",
+            ProposalOutcome::Redirected => "redirected",
+            ProposalOutcome::Failed => "failed",
+        }
+    }
+}
 
 impl RequestCounters {
     /// The process's handles, registered with the Prometheus recorder (installed first if it is
@@ -134,8 +158,12 @@ impl RequestCounters {
                 proposals: PROPOSED_COMMANDS
                     .iter()
                     .map(|&command| {
-                        PROPOSAL_OUTCOMES.map(|outcome| {
-                            metrics::counter!(PROPOSALS, "command" => command, "outcome" => outcome)
+                        ProposalOutcome::ALL.map(|outcome| {
+                            metrics::counter!(
+                                PROPOSALS,
+                                "command" => command,
+                                "outcome" => outcome.label()
+                            )
                         })
                     })
                     .collect(),
@@ -146,30 +174,44 @@ impl RequestCounters {
         })
     }
 
-    /// Counts one proposal of `command` (a `Command::name`) with the outcome at `outcome` in
-    /// [`PROPOSAL_OUTCOMES`].
-    pub fn proposed(&self, command: &'static str, outcome: usize) {
-        let counters = PROPOSED_COMMANDS
+    /// Counts one proposal of `command` (a `Command::name`).
+    pub fn proposed(&self, command: &'static str, outcome: ProposalOutcome) {
+        let by_outcome = PROPOSED_COMMANDS
             .iter()
             .position(|&known| known == command)
-            .and_then(|at| self.proposals.get(at))
-            .and_then(|by_outcome| by_outcome.get(outcome));
-        match counters {
-            Some(counter) => counter.increment(1),
+            .and_then(|at| self.proposals.get(at));
+        match by_outcome {
+            // `ALL` lists every variant in declaration order.
+            Some(by_outcome) => by_outcome[outcome as usize].increment(1),
             // A command added without its name here is still counted, through the registry.
             None => metrics::counter!(
                 PROPOSALS,
                 "command" => command,
-                "outcome" => PROPOSAL_OUTCOMES.get(outcome).copied().unwrap_or("failed")
+                "outcome" => outcome.label()
             )
             .increment(1),
         }
     }
 }
 
+/// The process-wide Prometheus recorder (metrics has one global recorder per process, so nodes
+/// in one test process share it).
 pub fn prometheus() -> Option<&'static PrometheusHandle> {
     static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
     HANDLE
         .get_or_init(|| PrometheusBuilder::new().install_recorder().ok())
         .as_ref()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ProposalOutcome;
+
+    /// `RequestCounters::proposed` indexes its counters by the outcome's discriminant.
+    #[test]
+    fn every_outcome_sits_at_its_own_index() {
+        for (at, outcome) in ProposalOutcome::ALL.iter().enumerate() {
+            assert_eq!(*outcome as usize, at, "{outcome:?}");
+        }
+    }
 }

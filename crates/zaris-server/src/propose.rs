@@ -151,13 +151,12 @@ impl Proposer {
 
 /// Counts a proposal by command and outcome (`zaris_proposals_total`).
 fn record(command: &'static str, result: &Result<Reply, ApiError>) {
-    // Indexes into `m::PROPOSAL_OUTCOMES`.
     let outcome = match result {
-        Ok(_) => 0,
-        Err(ApiError::Timeout { .. }) => 1,
+        Ok(_) => m::ProposalOutcome::Applied,
+        Err(ApiError::Timeout { .. }) => m::ProposalOutcome::Timeout,
         // Only a ForwardToLeader becomes a redirect (NOT_LEADER or NO_LEADER).
-        Err(ApiError::NotLeader { .. } | ApiError::NoLeader) => 2,
-        Err(_) => 3,
+        Err(ApiError::NotLeader { .. } | ApiError::NoLeader) => m::ProposalOutcome::Redirected,
+        Err(_) => m::ProposalOutcome::Failed,
     };
     m::RequestCounters::get().proposed(command, outcome);
 }

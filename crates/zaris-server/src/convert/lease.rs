@@ -88,19 +88,16 @@ pub fn keepalive_ids(
             actual: listed,
         }));
     }
-    // One id, the common case, has nothing to repeat: no set to build and hash into.
-    let ids: Vec<LeaseId> = if request.ids.len() <= 1 {
-        request.ids.iter().copied().map(LeaseId::new).collect()
-    } else {
-        let mut seen = HashSet::with_capacity(request.ids.len());
-        request
-            .ids
-            .iter()
-            .copied()
-            .filter(|id| seen.insert(*id))
-            .map(LeaseId::new)
-            .collect()
-    };
+    // One id, the common case, has nothing to repeat: its set stays empty, never allocated.
+    let single = request.ids.len() <= 1;
+    let mut seen = HashSet::with_capacity(if single { 0 } else { request.ids.len() });
+    let ids: Vec<LeaseId> = request
+        .ids
+        .iter()
+        .copied()
+        .filter(|id| single || seen.insert(*id))
+        .map(LeaseId::new)
+        .collect();
     if !ids.is_empty() {
         check_renew_ids(&ids, limits).map_err(ApiError::from)?;
     }
