@@ -316,7 +316,8 @@ impl NodeContext {
         }
         let unknown = self.authorize(caller, &request)?;
         if !unknown.is_empty() {
-            self.proposer.linearizable().await?;
+            // Boxed, as the rare path (see `leases_missing`).
+            Box::pin(self.proposer.linearizable()).await?;
             if let Some(reply) = self.missing_lease_reply(caller, &request)? {
                 return Ok(reply);
             }
@@ -336,7 +337,10 @@ impl NodeContext {
         if unknown.is_empty() {
             return Ok(unknown);
         }
-        self.proposer.linearizable().await?;
+        // Boxed, as the rare path: inline, a read barrier's future (openraft's, large) would make
+        // every keepalive's future as large, and a future is copied whole each time it moves
+        // (into its task, into a queue), whichever path it then takes.
+        Box::pin(self.proposer.linearizable()).await?;
         self.renewable(caller, ids)
     }
 

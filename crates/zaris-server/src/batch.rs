@@ -135,7 +135,8 @@ impl WriteBatcher {
     /// is applied.
     pub async fn propose(&self, request: Request) -> Result<Reply, ApiError> {
         if let Some(_slot) = self.slots.for_caller(&self.tx) {
-            return self.direct.propose_entry(request).await;
+            // Boxed, so that the batched path's future stays small (see `Proposer::propose`).
+            return Box::pin(self.direct.propose_entry(request)).await;
         }
         let (reply, rx) = oneshot::channel();
         self.tx

@@ -75,7 +75,9 @@ impl Proposer {
                     .await
                     .unwrap_or(Err(ApiError::Timeout { proposed: true }))
             }
-            _ => self.propose_entry(request).await,
+            // Boxed: inline, openraft's write future would make every caller's future as large
+            // (a future is copied whole each time it moves), batched or not.
+            _ => Box::pin(self.propose_entry(request)).await,
         };
         record(command, &result);
         result

@@ -136,7 +136,10 @@ impl RenewBatcher {
             return early;
         }
         if let Some(_slot) = self.slots.for_caller(&self.tx) {
-            return propose_renew(&self.direct, ids).await;
+            // Boxed: inline, a proposal's future (openraft's write, large) would make every
+            // keepalive's future as large, and a future is copied whole each time it moves (into
+            // its task, into a queue), whichever path it then takes.
+            return Box::pin(propose_renew(&self.direct, ids)).await;
         }
         let (reply, rx) = oneshot::channel();
         self.tx

@@ -1,12 +1,13 @@
 //! Grant, Revoke, KeepAlive (group-committed), TimeToLive, Leases.
 
 use std::collections::VecDeque;
-use std::future::Future;
+use std::future::Ready;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use futures::Stream;
+use futures::future::Either;
 use futures::stream::FuturesOrdered;
+use futures::{Stream, TryFutureExt};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
@@ -48,6 +49,10 @@ impl LeaseService {
     /// The per-request spans here are at DEBUG, the level of the only events inside them: at
     /// INFO the fmt subscriber formatted every span's fields into a string on creation, for
     /// nothing (callgrind: 15% of the leader's instructions per renewal, 5% per grant).
+    ///
+    /// Takes its context and credential by value, so that a stream's pump queues this future
+    /// itself rather than an async block around it, which copied the future's state once more per
+    /// renewal.
     #[tracing::instrument(
         name = "renew",
         level = "debug",
@@ -59,14 +64,14 @@ impl LeaseService {
         )
     )]
     async fn keepalive_one(
-        context: &NodeContext,
-        credential: &Credential,
+        context: Arc<NodeContext>,
+        credential: Arc<Credential>,
         request: LeaseKeepAliveRequest,
     ) -> Result<LeaseKeepAliveResponse, ApiError> {
         let ids = convert::lease::keepalive_ids(&request, &context.limits()?)?;
         // Each request is checked against the users and owners as they are now: a stream outlives
         // role changes.
-        let caller = context.resolve(credential)?;
+        let caller = context.resolve(&credential)?;
         let missing = context.leases_missing(&caller, &ids).await?;
         if ids.is_empty() {
             let revision = context.state.read(|d| d.state.last_applied());
@@ -277,17 +282,18 @@ async fn pump_keepalives(
     mut incoming: Streaming<LeaseKeepAliveRequest>,
     tx: mpsc::Sender<Result<LeaseKeepAliveResponse, Status>>,
 ) {
-    let mut in_flight: FuturesOrdered<Answer> = FuturesOrdered::new();
+    // One concrete future type rather than a box per renewal: the queue's own allocation holds
+    // the future, and that future is small because its rare paths (a proposal of its own, a
+    // read barrier) are boxed where they are taken. A renewal's future used to be copied whole,
+    // large, into a box and again from its wrapper: callgrind counted 27.7k of the leader's
+    // instructions per renewal before, 26.1k after (64 streams of one renewal each).
+    let mut in_flight: FuturesOrdered<Either<Ready<Result<LeaseKeepAliveResponse, Status>>, _>> =
+        FuturesOrdered::new();
     let mut ready: VecDeque<Result<LeaseKeepAliveResponse, Status>> = VecDeque::new();
     let mut reading = true;
     let renew = |request: LeaseKeepAliveRequest| {
-        let context = context.clone();
-        let credential = credential.clone();
-        async move {
-            LeaseService::keepalive_one(&context, &credential, request)
-                .await
-                .map_err(Status::from)
-        }
+        LeaseService::keepalive_one(context.clone(), credential.clone(), request)
+            .map_err(Status::from)
     };
     // The end of a half-closed stream is checked here. The `select!` has no `else` (it would
     // panic with every branch disabled): while this condition holds, one branch always is
@@ -319,10 +325,10 @@ async fn pump_keepalives(
                 if reading && in_flight.len() + ready.len() < KEEPALIVES_IN_FLIGHT_PER_STREAM =>
             {
                 match message {
-                    Some(Ok(request)) => in_flight.push_back(boxed(renew(request))),
+                    Some(Ok(request)) => in_flight.push_back(Either::Right(renew(request))),
                     // A broken stream: answered after the requests before it, and read no further.
                     Some(Err(status)) => {
-                        in_flight.push_back(boxed(std::future::ready(Err(status))));
+                        in_flight.push_back(Either::Left(std::future::ready(Err(status))));
                         reading = false;
                     }
                     None => reading = false,
@@ -356,12 +362,4 @@ async fn end_keepalives_early(
     // Returns once the pump is dropped, so that a graceful stop that waits for this task finds
     // the stream's renewals gone.
     let _ = pump.await;
-}
-
-type Answer = Pin<Box<dyn Future<Output = Result<LeaseKeepAliveResponse, Status>> + Send>>;
-
-fn boxed(
-    answer: impl Future<Output = Result<LeaseKeepAliveResponse, Status>> + Send + 'static,
-) -> Answer {
-    Box::pin(answer)
 }
