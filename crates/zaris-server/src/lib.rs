@@ -13,6 +13,7 @@ mod batch;
 pub mod clock;
 pub mod config;
 pub mod convert;
+mod cork;
 mod cutoff;
 mod dead_leader;
 pub mod error;

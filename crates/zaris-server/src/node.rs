@@ -375,7 +375,8 @@ impl Node {
                     .max_decoding_message_size(MAX_CLIENT_MESSAGE_BYTES),
                 authenticate.clone(),
             ));
-        // Only peer connections can be cut off; client connections are served as accepted.
+        // Only peer connections can be cut off. Client connections are corked, so that the
+        // answers an applied entry releases together leave in one write (`cork.rs`).
         spawn_listener(
             node_id,
             "peer",
@@ -392,7 +393,7 @@ impl Node {
             client_server,
             listeners.client,
             client_tls.as_ref(),
-            |socket, _| socket,
+            |socket, _| crate::cork::Corked::new(socket),
             &tracker,
             shutdown.clone(),
         );
