@@ -1,9 +1,17 @@
 //! Endpoint strings, and the set of members a client talks to (with the cached Raft leader).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Mutex, MutexGuard};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tonic::codegen::Service;
 use tonic::transport::{Channel, Endpoint, Uri};
+use zaris_proto::cork::Corked;
 
 use crate::error::Error;
 
@@ -336,13 +344,46 @@ fn lazy_channel(address: &Address, connect: &Connect) -> Result<Channel, Error> 
     }
     // HTTP/2 pings find a member that stopped answering (paused, or cut off without a reset)
     // under a long-lived stream (KeepAlive, Watch) that would otherwise wait forever.
-    Ok(endpoint
+    let endpoint = endpoint
         .connect_timeout(connect.timeout)
-        .tcp_nodelay(true)
         .http2_keep_alive_interval(HTTP2_PING_INTERVAL)
         .keep_alive_timeout(HTTP2_PING_TIMEOUT)
-        .keep_alive_while_idle(true)
-        .connect_lazy())
+        .keep_alive_while_idle(true);
+    // tonic applies the connect timeout (to the TLS handshake as well) and TLS over this.
+    Ok(endpoint.connect_with_connector_lazy(CorkedConnector::new()))
+}
+
+/// The connector tonic's `Endpoint::connect_lazy` uses (hyper's, resolving host names and
+/// setting TCP_NODELAY) with each connection corked ([`zaris_proto::cork`]): requests that become
+/// ready together, such as the next renewals of keepalive streams that one entry answered, leave
+/// in one write instead of one each.
+#[derive(Clone, Debug)]
+struct CorkedConnector(HttpConnector);
+
+impl CorkedConnector {
+    fn new() -> Self {
+        let mut http = HttpConnector::new();
+        // `https` too: tonic puts TLS over the connection it gets.
+        http.enforce_http(false);
+        // Small requests: Nagle's algorithm would hold one back for the last one's ACK.
+        http.set_nodelay(true);
+        CorkedConnector(http)
+    }
+}
+
+impl Service<Uri> for CorkedConnector {
+    type Response = TokioIo<Corked<TcpStream>>;
+    type Error = <HttpConnector as Service<Uri>>::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let connecting = self.0.call(uri);
+        Box::pin(async move { Ok(TokioIo::new(Corked::new(connecting.await?.into_inner()))) })
+    }
 }
 
 #[cfg(test)]

@@ -7,8 +7,11 @@
 //!   only, opaque payloads, versioned with the binary.
 //! - [`error`]: [`v1::ErrorDetail`] in and out of a [`tonic::Status`], the single table mapping an
 //!   [`v1::ErrorCode`] to its gRPC code, and [`error::outcome`] (did the call take effect?).
+//! - [`cork`]: the connection adapter client and server put under their HTTP/2 connections, so
+//!   that messages that become ready together leave in one write.
 //! - [`FILE_DESCRIPTOR_SET`]: the compiled descriptors, for gRPC reflection.
 
+pub mod cork;
 pub mod error;
 
 /// Generated from `proto/zaris/v1/*.proto`; the proto comments are the API reference.

@@ -13,7 +13,6 @@ mod batch;
 pub mod clock;
 pub mod config;
 pub mod convert;
-mod cork;
 mod cutoff;
 mod dead_leader;
 pub mod error;

@@ -376,7 +376,7 @@ impl Node {
                 authenticate.clone(),
             ));
         // Only peer connections can be cut off. Client connections are corked, so that the
-        // answers an applied entry releases together leave in one write (`cork.rs`).
+        // answers an applied entry releases together leave in one write (`zaris_proto::cork`).
         spawn_listener(
             node_id,
             "peer",
@@ -393,7 +393,7 @@ impl Node {
             client_server,
             listeners.client,
             client_tls.as_ref(),
-            |socket, _| crate::cork::Corked::new(socket),
+            |socket, _| zaris_proto::cork::Corked::new(socket),
             &tracker,
             shutdown.clone(),
         );

@@ -1,5 +1,6 @@
-//! A client connection's writes held back for one turn of the scheduler, so that the answers
-//! that become ready together leave in one write.
+//! An HTTP/2 connection's writes held back for one turn of the scheduler, so that the messages
+//! that become ready together leave in one write. The server corks its client connections, the
+//! client library its connections to the members.
 //!
 //! When a Raft entry applies, every request it carried is answered at once: up to 64 streams of
 //! one HTTP/2 connection get an answer each. Each answer wakes the connection's task, and tokio
@@ -10,7 +11,9 @@
 //! that buffer is flushed, wakes its task again instead of writing: the wake puts the task at
 //! the back of the worker's run queue, behind the answers' own tasks, which queue their frames
 //! meanwhile; the next flush writes them all. This is what grpc-go's writer does (it writes when
-//! nothing more is queued). A lone request's answer waits only for the tasks already queued.
+//! nothing more is queued). A lone request's answer waits only for the tasks already queued. A
+//! client's requests are corked the same way: 64 keepalive streams answered together send their
+//! next renewals together.
 //!
 //! The buffer is bounded ([`HIGH_WATER_BYTES`]): a write that finds that much waiting drains it
 //! to the socket first, so a client that stops reading holds back HTTP/2, as without it.
@@ -23,7 +26,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tonic::transport::server::Connected;
 
 /// Bytes a [`Corked`] connection holds before a write must first drain them to the socket.
-pub(crate) const HIGH_WATER_BYTES: usize = 64 * 1024;
+pub const HIGH_WATER_BYTES: usize = 64 * 1024;
 
 /// The buffer a drained connection keeps for its next writes; a larger one (after a large
 /// answer) is freed, so that idle connections hold little.
@@ -31,7 +34,7 @@ const KEPT_CAPACITY_BYTES: usize = 4 * 1024;
 
 /// A connection whose writes wait for the flush after the first, one scheduler turn later.
 #[derive(Debug)]
-pub(crate) struct Corked<IO> {
+pub struct Corked<IO> {
     io: IO,
     /// Bytes taken from the writer and not yet written to `io`, from `sent` on.
     pending: Vec<u8>,
@@ -41,7 +44,8 @@ pub(crate) struct Corked<IO> {
 }
 
 impl<IO> Corked<IO> {
-    pub(crate) fn new(io: IO) -> Self {
+    /// `io`, its writes corked.
+    pub fn new(io: IO) -> Self {
         Corked {
             io,
             pending: Vec::new(),
