@@ -345,28 +345,30 @@ fn lazy_channel(address: &Address, connect: &Connect) -> Result<Channel, Error> 
     // HTTP/2 pings find a member that stopped answering (paused, or cut off without a reset)
     // under a long-lived stream (KeepAlive, Watch) that would otherwise wait forever.
     let endpoint = endpoint
-        .connect_timeout(connect.timeout)
         .http2_keep_alive_interval(HTTP2_PING_INTERVAL)
         .keep_alive_timeout(HTTP2_PING_TIMEOUT)
         .keep_alive_while_idle(true);
-    // tonic applies the connect timeout (to the TLS handshake as well) and TLS over this.
-    Ok(endpoint.connect_with_connector_lazy(CorkedConnector::new()))
+    // The connect timeout is the connector's, not the endpoint's: tonic would put the endpoint's
+    // around its own connector, and a dial that timed out would no longer read as a connect
+    // failure (a request never sent), only as an unknown error. tonic puts TLS over this.
+    Ok(endpoint.connect_with_connector_lazy(CorkedConnector::new(connect.timeout)))
 }
 
-/// The connector tonic's `Endpoint::connect_lazy` uses (hyper's, resolving host names and
-/// setting TCP_NODELAY) with each connection corked ([`zaris_proto::cork`]): requests that become
-/// ready together, such as the next renewals of keepalive streams that one entry answered, leave
-/// in one write instead of one each.
+/// The connector tonic's `Endpoint::connect_lazy` uses (hyper's, resolving host names, setting
+/// TCP_NODELAY, its connect timeout split over a name's addresses) with each connection corked
+/// ([`zaris_proto::cork`]): requests that become ready together, such as the next renewals of
+/// keepalive streams that one entry answered, leave in one write instead of one each.
 #[derive(Clone, Debug)]
 struct CorkedConnector(HttpConnector);
 
 impl CorkedConnector {
-    fn new() -> Self {
+    fn new(connect_timeout: Duration) -> Self {
         let mut http = HttpConnector::new();
         // `https` too: tonic puts TLS over the connection it gets.
         http.enforce_http(false);
         // Small requests: Nagle's algorithm would hold one back for the last one's ACK.
         http.set_nodelay(true);
+        http.set_connect_timeout(Some(connect_timeout));
         CorkedConnector(http)
     }
 }

@@ -567,6 +567,42 @@ async fn dead_address() -> String {
     }
 }
 
+/// A local address whose listener's accept queue is full, so that the kernel drops further
+/// SYNs: a dial there neither connects nor is refused (a host that is down, or partitioned).
+/// Keep the listener and the held connections alive while the address is used.
+async fn silent_address() -> (TcpListener, Vec<tokio::net::TcpStream>, String) {
+    let socket = match tokio::net::TcpSocket::new_v4() {
+        Ok(socket) => socket,
+        Err(err) => panic!("socket: {err}"),
+    };
+    if let Err(err) = socket.bind(([127, 0, 0, 1], 0).into()) {
+        panic!("bind: {err}");
+    }
+    let listener = match socket.listen(1) {
+        Ok(listener) => listener,
+        Err(err) => panic!("listen: {err}"),
+    };
+    let address = match listener.local_addr() {
+        Ok(address) => address,
+        Err(err) => panic!("local_addr: {err}"),
+    };
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let dial = tokio::net::TcpStream::connect(address);
+        if let Ok(Ok(stream)) = tokio::time::timeout(Duration::from_millis(100), dial).await {
+            held.push(stream);
+        }
+    }
+    let probe = tokio::net::TcpStream::connect(address);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), probe)
+            .await
+            .is_err(),
+        "the accept queue of {address} is full: a dial hangs"
+    );
+    (listener, held, address.to_string())
+}
+
 /// A member whose de-duplication table has forgotten every id up to revision 500 (see
 /// [`Behavior::Forgetful`]) and whose responses name `revision`.
 async fn forgetful(lose: u32, advance: u64, revision: u64) -> (FakeMember, String) {
@@ -626,6 +662,30 @@ async fn connect_dials_until_a_member_answers_and_says_when_none_does() {
     };
     assert_eq!(member.calls(), 1, "connect sends one Status");
     assert_eq!(client.endpoints(), [dead, address]);
+}
+
+/// A member whose host drops the dial (nothing answers the SYN) is a connect failure, as a
+/// refused one is: nothing was sent, so the client tries the next member, even for a call it
+/// may not repeat once sent (a Lock).
+#[tokio::test]
+async fn a_dial_nobody_answers_is_a_connect_failure_and_the_next_member_is_tried() {
+    let (_silent, _held, silent) = silent_address().await;
+    let options = fast_options().with_connect_timeout(Duration::from_millis(200));
+    let err = match Client::connect_with([silent.as_str()], options.clone()).await {
+        Ok(client) => panic!("connected to a silent endpoint: {client:?}"),
+        Err(err) => err,
+    };
+    assert!(err.is_connect_failure(), "{err:?}");
+    assert!(err.is_definite(), "{err:?}");
+
+    let (leader, leader_address) = start(1, Behavior::Leader).await;
+    let client = client(&[silent.as_str(), leader_address.as_str()], options).await;
+    let lease = LeaseId::new(5);
+    let outcome = client
+        .lock("dialed", lease, false, Duration::from_millis(10))
+        .await;
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert_eq!(leader.calls(), 1);
 }
 
 #[tokio::test]

@@ -15,8 +15,13 @@
 //! client's requests are corked the same way: 64 keepalive streams answered together send their
 //! next renewals together.
 //!
-//! The buffer is bounded ([`HIGH_WATER_BYTES`]): a write that finds that much waiting drains it
-//! to the socket first, so a client that stops reading holds back HTTP/2, as without it.
+//! Only small writes are held: a flush with [`HOLD_BELOW_BYTES`] or more waiting writes at once
+//! (such a write is worth its system call, and a large answer's frames should not each wait for
+//! the run queue). At most [`MAX_WAITING_BYTES`] wait: a write that would make more drains what
+//! waits first, so a peer that stops reading holds HTTP/2 back as without the cork, and a write
+//! that large goes straight through, uncopied. Bytes still waiting when the connection is dropped
+//! (a TLS alert written just before a failed handshake gives up, HTTP/2 closing at once on an
+//! error) are written as far as the socket takes them without waiting, as they would have been.
 
 use std::io;
 use std::pin::Pin;
@@ -25,16 +30,32 @@ use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tonic::transport::server::Connected;
 
-/// Bytes a [`Corked`] connection holds before a write must first drain them to the socket.
-pub const HIGH_WATER_BYTES: usize = 64 * 1024;
+/// With fewer bytes than this waiting, a flush is put off once; with more, it writes at once.
+pub const HOLD_BELOW_BYTES: usize = 4 * 1024;
+
+/// At most this many bytes wait in a connection's buffer.
+pub const MAX_WAITING_BYTES: usize = 16 * 1024;
 
 /// The buffer a drained connection keeps for its next writes; a larger one (after a large
 /// answer) is freed, so that idle connections hold little.
 const KEPT_CAPACITY_BYTES: usize = 4 * 1024;
 
-/// A connection whose writes wait for the flush after the first, one scheduler turn later.
+/// A socket that can take bytes now, without a task to wake: what a dropped [`Corked`] still
+/// writes.
+pub trait WriteNow {
+    /// Writes what the socket takes of `buf` now; `WouldBlock` if nothing.
+    fn write_now(&self, buf: &[u8]) -> io::Result<usize>;
+}
+
+impl WriteNow for tokio::net::TcpStream {
+    fn write_now(&self, buf: &[u8]) -> io::Result<usize> {
+        self.try_write(buf)
+    }
+}
+
+/// A connection whose small writes wait for the flush after the first, one scheduler turn later.
 #[derive(Debug)]
-pub struct Corked<IO> {
+pub struct Corked<IO: WriteNow> {
     io: IO,
     /// Bytes taken from the writer and not yet written to `io`, from `sent` on.
     pending: Vec<u8>,
@@ -43,7 +64,7 @@ pub struct Corked<IO> {
     held: bool,
 }
 
-impl<IO> Corked<IO> {
+impl<IO: WriteNow> Corked<IO> {
     /// `io`, its writes corked.
     pub fn new(io: IO) -> Self {
         Corked {
@@ -57,9 +78,20 @@ impl<IO> Corked<IO> {
     fn waiting(&self) -> usize {
         self.pending.len() - self.sent
     }
+
+    /// Appends `bufs` behind what waits, dropping what was written already.
+    fn take<'a>(&mut self, bufs: impl IntoIterator<Item = &'a [u8]>) {
+        if self.sent > 0 {
+            self.pending.drain(..self.sent);
+            self.sent = 0;
+        }
+        for buf in bufs {
+            self.pending.extend_from_slice(buf);
+        }
+    }
 }
 
-impl<IO: AsyncWrite + Unpin> Corked<IO> {
+impl<IO: WriteNow + AsyncWrite + Unpin> Corked<IO> {
     /// Writes what is pending to `io`; ready once nothing is.
     fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while self.sent < self.pending.len() {
@@ -78,25 +110,33 @@ impl<IO: AsyncWrite + Unpin> Corked<IO> {
         self.held = false;
         Poll::Ready(Ok(()))
     }
+}
 
-    /// Makes room for more: drains first if [`HIGH_WATER_BYTES`] are waiting.
-    fn poll_room(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if self.waiting() >= HIGH_WATER_BYTES {
-            ready!(self.poll_drain(cx))?;
+impl<IO: WriteNow> Drop for Corked<IO> {
+    fn drop(&mut self) {
+        while self.sent < self.pending.len() {
+            match self.io.write_now(&self.pending[self.sent..]) {
+                Ok(written) if written > 0 => self.sent += written,
+                _ => break,
+            }
         }
-        Poll::Ready(Ok(()))
     }
 }
 
-impl<IO: AsyncWrite + Unpin> AsyncWrite for Corked<IO> {
+impl<IO: WriteNow + AsyncWrite + Unpin> AsyncWrite for Corked<IO> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        ready!(this.poll_room(cx))?;
-        this.pending.extend_from_slice(buf);
+        if this.waiting() + buf.len() > MAX_WAITING_BYTES {
+            ready!(this.poll_drain(cx))?;
+            if buf.len() >= MAX_WAITING_BYTES {
+                return Pin::new(&mut this.io).poll_write(cx, buf);
+            }
+        }
+        this.take([buf]);
         Poll::Ready(Ok(buf.len()))
     }
 
@@ -106,22 +146,28 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Corked<IO> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        ready!(this.poll_room(cx))?;
-        let mut taken = 0;
-        for buf in bufs {
-            this.pending.extend_from_slice(buf);
-            taken += buf.len();
+        let total: usize = bufs.iter().map(|buf| buf.len()).sum();
+        if this.waiting() + total > MAX_WAITING_BYTES {
+            ready!(this.poll_drain(cx))?;
+            if total >= MAX_WAITING_BYTES {
+                return Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+            }
         }
-        Poll::Ready(Ok(taken))
+        this.take(bufs.iter().map(|buf| &buf[..]));
+        Poll::Ready(Ok(total))
     }
 
+    /// No: h2 then copies DATA payloads under 1 KiB into its own buffer with the other frames
+    /// (256 bytes when vectored), instead of holding each aside and flushing before the next
+    /// frame, which would put off a flush per answer.
     fn is_write_vectored(&self) -> bool {
-        true
+        false
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if this.waiting() > 0 && !this.held {
+        let waiting = this.waiting();
+        if waiting > 0 && waiting < HOLD_BELOW_BYTES && !this.held {
             // Woken from its own poll, a tokio task goes to the back of its worker's run queue
             // (not to the slot that runs next): the tasks queued before it add their frames.
             this.held = true;
@@ -139,7 +185,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Corked<IO> {
     }
 }
 
-impl<IO: AsyncRead + Unpin> AsyncRead for Corked<IO> {
+impl<IO: WriteNow + AsyncRead + Unpin> AsyncRead for Corked<IO> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -149,7 +195,7 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Corked<IO> {
     }
 }
 
-impl<IO: Connected> Connected for Corked<IO> {
+impl<IO: WriteNow + Connected> Connected for Corked<IO> {
     type ConnectInfo = IO::ConnectInfo;
 
     fn connect_info(&self) -> Self::ConnectInfo {
@@ -159,28 +205,58 @@ impl<IO: Connected> Connected for Corked<IO> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
     use std::task::{Wake, Waker};
 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use super::*;
 
-    /// A socket stand-in that records each write it takes.
+    /// A socket stand-in that records each write it takes (on a wire the test keeps).
     #[derive(Debug, Default)]
     struct Recorder {
-        writes: Vec<Vec<u8>>,
+        wire: Arc<Mutex<Vec<Vec<u8>>>>,
         /// At most this many bytes per write (0: no limit).
         max_per_write: usize,
         /// Takes nothing (the peer stopped reading).
         blocked: bool,
+        /// Takes this many bytes more, then nothing.
+        budget: Option<usize>,
         shut: bool,
     }
 
     impl Recorder {
+        fn writes(&self) -> Vec<Vec<u8>> {
+            self.wire.lock().expect("wire").clone()
+        }
+
         fn all(&self) -> Vec<u8> {
-            self.writes.concat()
+            self.writes().concat()
+        }
+
+        fn record(&mut self, buf: &[u8]) -> usize {
+            let mut n = match self.max_per_write {
+                0 => buf.len(),
+                max => buf.len().min(max),
+            };
+            if let Some(budget) = &mut self.budget {
+                n = n.min(*budget);
+                *budget -= n;
+            }
+            self.wire.lock().expect("wire").push(buf[..n].to_vec());
+            n
+        }
+    }
+
+    impl WriteNow for Recorder {
+        fn write_now(&self, buf: &[u8]) -> io::Result<usize> {
+            if self.blocked {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let mut wire = self.wire.lock().expect("wire");
+            wire.push(buf.to_vec());
+            Ok(buf.len())
         }
     }
 
@@ -191,15 +267,10 @@ mod tests {
             buf: &[u8],
         ) -> Poll<io::Result<usize>> {
             let this = self.get_mut();
-            if this.blocked {
+            if this.blocked || this.budget == Some(0) {
                 return Poll::Pending;
             }
-            let n = match this.max_per_write {
-                0 => buf.len(),
-                max => buf.len().min(max),
-            };
-            this.writes.push(buf[..n].to_vec());
-            Poll::Ready(Ok(n))
+            Poll::Ready(Ok(this.record(buf)))
         }
 
         fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -241,11 +312,11 @@ mod tests {
         assert!(matches!(write(&mut corked, b"first"), Poll::Ready(Ok(5))));
         assert!(flush(&mut corked, &waker).is_pending());
         assert_eq!(wakes.0.load(Ordering::SeqCst), 1, "the task woke itself");
-        assert!(corked.io.writes.is_empty(), "nothing written yet");
+        assert!(corked.io.writes().is_empty(), "nothing written yet");
         // Frames that other tasks queued meanwhile join the same write.
         assert!(matches!(write(&mut corked, b" second"), Poll::Ready(Ok(7))));
         assert!(matches!(flush(&mut corked, &waker), Poll::Ready(Ok(()))));
-        assert_eq!(corked.io.writes, vec![b"first second".to_vec()]);
+        assert_eq!(corked.io.writes(), vec![b"first second".to_vec()]);
         // Drained: the next batch is held once again.
         assert!(matches!(write(&mut corked, b"third"), Poll::Ready(Ok(5))));
         assert!(flush(&mut corked, &waker).is_pending());
@@ -266,6 +337,35 @@ mod tests {
     }
 
     #[test]
+    fn a_flush_with_enough_waiting_writes_at_once() {
+        let wakes = Arc::new(CountingWaker::default());
+        let mut corked = Corked::new(Recorder::default());
+        let answer = vec![3u8; HOLD_BELOW_BYTES];
+        assert!(write(&mut corked, &answer).is_ready());
+        assert!(matches!(
+            flush(&mut corked, &Waker::from(wakes.clone())),
+            Poll::Ready(Ok(()))
+        ));
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 0, "not held");
+        assert_eq!(corked.io.all(), answer);
+    }
+
+    #[test]
+    fn a_large_write_goes_straight_through_after_what_waits() {
+        let mut corked = Corked::new(Recorder::default());
+        assert!(write(&mut corked, b"small").is_ready());
+        let large = vec![5u8; MAX_WAITING_BYTES];
+        assert!(matches!(write(&mut corked, &large), Poll::Ready(Ok(n)) if n == large.len()));
+        assert_eq!(
+            corked.io.writes(),
+            vec![b"small".to_vec(), large],
+            "in order, uncopied"
+        );
+        assert_eq!(corked.waiting(), 0);
+        assert!(corked.pending.capacity() <= KEPT_CAPACITY_BYTES);
+    }
+
+    #[test]
     fn partial_writes_go_on_where_they_stopped() {
         let mut corked = Corked::new(Recorder {
             max_per_write: 3,
@@ -282,7 +382,7 @@ mod tests {
             Poll::Ready(Ok(()))
         ));
         assert_eq!(corked.io.all(), expected);
-        assert!(corked.io.writes.iter().all(|w| w.len() <= 3));
+        assert!(corked.io.writes().iter().all(|w| w.len() <= 3));
     }
 
     #[test]
@@ -291,16 +391,36 @@ mod tests {
             blocked: true,
             ..Recorder::default()
         });
-        let big = vec![7u8; HIGH_WATER_BYTES];
-        assert!(matches!(write(&mut corked, &big), Poll::Ready(Ok(n)) if n == big.len()));
+        let most = vec![7u8; MAX_WAITING_BYTES - 2];
+        assert!(matches!(write(&mut corked, &most), Poll::Ready(Ok(n)) if n == most.len()));
         // The peer reads nothing: the writer is held back instead of buffering without bound.
         assert!(write(&mut corked, b"more").is_pending());
         assert!(write(&mut corked, b"more").is_pending());
-        assert_eq!(corked.waiting(), HIGH_WATER_BYTES);
+        assert_eq!(corked.waiting(), most.len());
         corked.io.blocked = false;
         assert!(matches!(write(&mut corked, b"more"), Poll::Ready(Ok(4))));
-        assert_eq!(corked.io.all(), big, "what was waiting went first");
+        assert_eq!(corked.io.all(), most, "what was waiting went first");
         assert_eq!(corked.waiting(), 4);
+    }
+
+    #[test]
+    fn written_bytes_are_let_go_of_before_more_are_taken() {
+        let mut corked = Corked::new(Recorder {
+            budget: Some(1000),
+            ..Recorder::default()
+        });
+        assert!(write(&mut corked, &[1u8; 3000]).is_ready());
+        assert!(flush(&mut corked, Waker::noop()).is_pending(), "held");
+        // The peer takes 1,000 bytes, then stops reading: the drain stops part way.
+        assert!(flush(&mut corked, Waker::noop()).is_pending());
+        assert_eq!(corked.io.all().len(), 1000);
+        assert!(write(&mut corked, &[2u8; 500]).is_ready());
+        assert_eq!(corked.waiting(), 2500);
+        assert_eq!(
+            corked.pending.len(),
+            2500,
+            "the 1,000 written were let go of"
+        );
     }
 
     #[test]
@@ -317,10 +437,19 @@ mod tests {
     }
 
     #[test]
+    fn a_dropped_connection_still_writes_what_waits() {
+        let recorder = Recorder::default();
+        let wire = recorder.wire.clone();
+        let mut corked = Corked::new(recorder);
+        assert!(write(&mut corked, b"alert").is_ready());
+        drop(corked);
+        assert_eq!(wire.lock().expect("wire").concat(), b"alert");
+    }
+
+    #[test]
     fn a_drained_connection_keeps_a_small_buffer_only() {
         let mut corked = Corked::new(Recorder::default());
-        assert!(write(&mut corked, &vec![1u8; HIGH_WATER_BYTES / 2]).is_ready());
-        assert!(flush(&mut corked, Waker::noop()).is_pending());
+        assert!(write(&mut corked, &vec![1u8; MAX_WAITING_BYTES / 2]).is_ready());
         assert!(flush(&mut corked, Waker::noop()).is_ready());
         assert!(corked.pending.capacity() <= KEPT_CAPACITY_BYTES);
     }
@@ -343,9 +472,10 @@ mod tests {
                 }
             }
             corked
-                .write_all(&vec![9u8; 3 * HIGH_WATER_BYTES])
+                .write_all(&vec![9u8; 3 * MAX_WAITING_BYTES])
                 .await
                 .expect("write");
+            corked.write_all(b"tail").await.expect("write");
             corked.shutdown().await.expect("shutdown");
         });
         let mut reader = tokio::net::TcpStream::connect(address)
@@ -355,7 +485,8 @@ mod tests {
         reader.read_to_end(&mut received).await.expect("read");
         writer.await.expect("writer");
         let mut expected: Vec<u8> = (0..100u32).flat_map(u32::to_be_bytes).collect();
-        expected.extend(vec![9u8; 3 * HIGH_WATER_BYTES]);
+        expected.extend(vec![9u8; 3 * MAX_WAITING_BYTES]);
+        expected.extend_from_slice(b"tail");
         assert_eq!(received, expected);
     }
 }
