@@ -79,15 +79,13 @@ impl<IO: WriteNow> Corked<IO> {
         self.pending.len() - self.sent
     }
 
-    /// Appends `bufs` behind what waits, dropping what was written already.
-    fn take<'a>(&mut self, bufs: impl IntoIterator<Item = &'a [u8]>) {
+    /// Appends `buf` behind what waits, dropping what was written already.
+    fn take(&mut self, buf: &[u8]) {
         if self.sent > 0 {
             self.pending.drain(..self.sent);
             self.sent = 0;
         }
-        for buf in bufs {
-            self.pending.extend_from_slice(buf);
-        }
+        self.pending.extend_from_slice(buf);
     }
 }
 
@@ -136,30 +134,14 @@ impl<IO: WriteNow + AsyncWrite + Unpin> AsyncWrite for Corked<IO> {
                 return Pin::new(&mut this.io).poll_write(cx, buf);
             }
         }
-        this.take([buf]);
+        this.take(buf);
         Poll::Ready(Ok(buf.len()))
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let total: usize = bufs.iter().map(|buf| buf.len()).sum();
-        if this.waiting() + total > MAX_WAITING_BYTES {
-            ready!(this.poll_drain(cx))?;
-            if total >= MAX_WAITING_BYTES {
-                return Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
-            }
-        }
-        this.take(bufs.iter().map(|buf| &buf[..]));
-        Poll::Ready(Ok(total))
     }
 
     /// No: h2 then copies DATA payloads under 1 KiB into its own buffer with the other frames
     /// (256 bytes when vectored), instead of holding each aside and flushing before the next
-    /// frame, which would put off a flush per answer.
+    /// frame, which would put off a flush per answer. A vectored write still works (the
+    /// trait's own, one slice at a time through `poll_write`).
     fn is_write_vectored(&self) -> bool {
         false
     }
