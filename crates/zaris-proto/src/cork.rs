@@ -138,10 +138,33 @@ impl<IO: WriteNow + AsyncWrite + Unpin> AsyncWrite for Corked<IO> {
         Poll::Ready(Ok(buf.len()))
     }
 
+    /// All the slices when they fit, as a socket's `writev` takes them: rustls writes its queued
+    /// records in one vectored call, and before a failed handshake gives up it makes one call
+    /// only, whose second record is the alert that tells the peer why (the first a
+    /// ChangeCipherSpec). Otherwise the first slice, through `poll_write`'s bounds.
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let total: usize = bufs.iter().map(|buf| buf.len()).sum();
+        if this.waiting() + total <= MAX_WAITING_BYTES {
+            for buf in bufs {
+                this.take(buf);
+            }
+            return Poll::Ready(Ok(total));
+        }
+        let first = bufs
+            .iter()
+            .find(|buf| !buf.is_empty())
+            .map_or(&[][..], |buf| &buf[..]);
+        Pin::new(this).poll_write(cx, first)
+    }
+
     /// No: h2 then copies DATA payloads under 1 KiB into its own buffer with the other frames
     /// (256 bytes when vectored), instead of holding each aside and flushing before the next
-    /// frame, which would put off a flush per answer. A vectored write still works (the
-    /// trait's own, one slice at a time through `poll_write`).
+    /// frame, which would put off a flush per answer. A vectored write still works (above).
     fn is_write_vectored(&self) -> bool {
         false
     }
@@ -426,6 +449,38 @@ mod tests {
         assert!(write(&mut corked, b"alert").is_ready());
         drop(corked);
         assert_eq!(wire.lock().expect("wire").concat(), b"alert");
+    }
+
+    fn write_vectored(corked: &mut Corked<Recorder>, slices: &[&[u8]]) -> Poll<io::Result<usize>> {
+        let bufs: Vec<io::IoSlice<'_>> = slices.iter().map(|s| io::IoSlice::new(s)).collect();
+        let mut cx = Context::from_waker(Waker::noop());
+        Pin::new(corked).poll_write_vectored(&mut cx, &bufs)
+    }
+
+    /// rustls's one write before a failed handshake gives up: a ChangeCipherSpec and the alert
+    /// in two slices. Both are taken, and a dropped connection writes both.
+    #[test]
+    fn a_vectored_write_takes_every_slice() {
+        let recorder = Recorder::default();
+        let wire = recorder.wire.clone();
+        let mut corked = Corked::new(recorder);
+        assert!(matches!(
+            write_vectored(&mut corked, &[b"ccs", b"", b"alert"]),
+            Poll::Ready(Ok(8))
+        ));
+        drop(corked);
+        assert_eq!(wire.lock().expect("wire").concat(), b"ccsalert");
+    }
+
+    #[test]
+    fn a_vectored_write_that_would_overfill_goes_a_slice_at_a_time() {
+        let mut corked = Corked::new(Recorder::default());
+        let half = vec![1u8; MAX_WAITING_BYTES / 2 + 1];
+        assert!(matches!(
+            write_vectored(&mut corked, &[b"", &half, &half]),
+            Poll::Ready(Ok(n)) if n == half.len()
+        ));
+        assert_eq!(corked.waiting(), half.len(), "the first slice, waiting");
     }
 
     #[test]

@@ -692,3 +692,58 @@ async fn a_dead_leader_is_found_dead_over_tls_peer_links_too() {
     }
     cluster.shutdown().await;
 }
+
+/// A client that refuses a member's certificate tells the member why, in a TLS alert, as
+/// rustls does without a cork: the member's log then names the reason ("received fatal alert")
+/// instead of an EOF. The alert is written just before the failed handshake drops the client's
+/// corked connection. A bare rustls acceptor stands in for the member, to see its error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_refuses_the_member_certificate_sends_its_alert() {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cluster = Pki::new(dir.path(), "cluster");
+    let stranger = Pki::new(dir.path(), "stranger");
+    let CertFiles { cert, key } = cluster.issue("node-1", &["127.0.0.1"]);
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert)
+        .expect("certificate file")
+        .collect::<Result<_, _>>()
+        .expect("certificate");
+    let key = PrivateKeyDer::from_pem_file(&key).expect("key");
+    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("protocol versions")
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .expect("server config");
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address").to_string();
+    let member = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.expect("accept");
+        match acceptor.accept(tcp).await {
+            Ok(_) => "handshake completed".to_owned(),
+            Err(err) => err.to_string(),
+        }
+    });
+
+    let tls = ClientTls::from_ca_file(stranger.ca()).expect("CA");
+    let error = put_error(&[address], Some(tls)).await;
+    assert!(
+        error.is_some(),
+        "a client trusting another CA must not talk to this member"
+    );
+    let seen = tokio::time::timeout(Duration::from_secs(10), member)
+        .await
+        .expect("the member's handshake ends")
+        .expect("member task");
+    assert!(
+        seen.contains("received fatal alert"),
+        "the member saw {seen:?}, not the client's alert (client: {error:?})"
+    );
+}
