@@ -596,6 +596,20 @@ pub(crate) fn describe_error(
             rpc.endpoint()
         );
     }
+    // The handshake failed before anything was sent: say why, and what to check (the I/O
+    // error's kind alone, "invalid data", would say nothing).
+    if let Some(rpc) = err
+        .rpc()
+        .filter(|rpc| rpc.is_tls_failure() && rpc.detail().is_none())
+    {
+        return format!(
+            "TLS handshake with {} failed: {}; check that --cacert (ZARIS_CACERT) names the CA \
+             that signed the servers' certificates, and --cert/--key a certificate of the \
+             cluster's client CA (nothing was sent)",
+            rpc.endpoint(),
+            rpc.cause().unwrap_or("refused"),
+        );
+    }
     if err.is_connect_failure() {
         let reason = err
             .rpc()

@@ -811,3 +811,74 @@ fn auth_from_the_command_line() {
     assert!(!ok);
     assert!(err.contains("--token"), "{err}");
 }
+
+/// TLS from the command line: the files of `zaris cert init` serve a node and let its client in;
+/// a client that trusts another CA, or speaks plaintext, is told in one line what to fix.
+#[test]
+fn tls_from_the_command_line() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let (pki, other) = (root.path().join("pki"), root.path().join("other"));
+    for (dir, client) in [(&pki, "alice"), (&other, "bob")] {
+        let status = Command::new(zaris())
+            .args(["cert", "init"])
+            .arg(dir)
+            .args(["--node", "127.0.0.1", "--client", client])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("zaris cert init");
+        assert!(status.success(), "cert init {}", dir.display());
+    }
+    let file = |dir: &Path, name: &str| dir.join(name).to_string_lossy().into_owned();
+    let runtime = runtime();
+    let node = runtime.block_on(start(
+        serve(1, root.path())
+            .arg("--tls-cert")
+            .arg(file(&pki, "127.0.0.1.pem"))
+            .arg("--tls-key")
+            .arg(file(&pki, "127.0.0.1-key.pem"))
+            .arg("--client-cacert")
+            .arg(file(&pki, "client-ca.pem")),
+    ));
+    let addr = node.endpoint();
+    let (alice, alice_key) = (
+        file(&pki, "client-alice.pem"),
+        file(&pki, "client-alice-key.pem"),
+    );
+    let with = |ca: &str, args: &[&str]| {
+        let mut all = vec!["--cacert", ca, "--cert", &alice, "--key", &alice_key];
+        all.extend_from_slice(args);
+        run(addr, &all)
+    };
+
+    let (ok, _, err) = with(&file(&pki, "ca.pem"), &["put", "tls/k", "v"]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = with(&file(&pki, "ca.pem"), &["get", "tls/k"]);
+    assert!(ok, "{err}");
+    assert_eq!(json(&out)["kvs"][0]["value"], "v", "{out}");
+
+    // The node's certificate is not of the CA this client trusts.
+    let (ok, _, err) = with(&file(&other, "ca.pem"), &["put", "tls/k", "w"]);
+    assert!(!ok);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("TLS handshake with")
+            && err.contains("certificate")
+            && err.contains("--cacert")
+            && err.contains("nothing was sent"),
+        "{err}"
+    );
+    let (ok, _, err) = run(addr, &["put", "tls/k", "w"]);
+    assert!(!ok);
+    assert!(
+        err.contains("requires TLS") && err.contains("--cacert"),
+        "{err}"
+    );
+    let (ok, out, err) = with(&file(&pki, "ca.pem"), &["get", "tls/k"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        json(&out)["kvs"][0]["value"],
+        "v",
+        "nothing else was written: {out}"
+    );
+}
