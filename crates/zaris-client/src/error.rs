@@ -199,6 +199,86 @@ fn lease_not_found(id: LeaseId) -> String {
     }
 }
 
+/// Why a TLS session with a member failed, as far as this client can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TlsFailure {
+    /// This client refused the member's certificate: not signed by the CA it trusts
+    /// ([`ClientTls`](crate::ClientTls)'s CA), or otherwise unusable.
+    UntrustedCertificate,
+    /// The member's certificate does not name the host this client dialed.
+    WrongName,
+    /// The member's certificate has expired or is not valid yet (or a clock is wrong).
+    NotValidNow,
+    /// The endpoint did not answer in TLS: a plaintext node, or no Zaris node at all.
+    NotTls,
+    /// The member ended the session with a TLS alert (it refused this client's key, say).
+    AlertReceived,
+    /// Another TLS error.
+    Other,
+}
+
+impl TlsFailure {
+    fn of(err: &rustls::Error) -> Self {
+        use rustls::CertificateError as Cert;
+        match err {
+            rustls::Error::InvalidCertificate(
+                Cert::NotValidForName | Cert::NotValidForNameContext { .. },
+            ) => TlsFailure::WrongName,
+            rustls::Error::InvalidCertificate(
+                Cert::Expired
+                | Cert::ExpiredContext { .. }
+                | Cert::NotValidYet
+                | Cert::NotValidYetContext { .. },
+            ) => TlsFailure::NotValidNow,
+            rustls::Error::InvalidCertificate(_) => TlsFailure::UntrustedCertificate,
+            rustls::Error::InvalidMessage(_)
+            | rustls::Error::InappropriateMessage { .. }
+            | rustls::Error::InappropriateHandshakeMessage { .. } => TlsFailure::NotTls,
+            rustls::Error::AlertReceived(_) => TlsFailure::AlertReceived,
+            _ => TlsFailure::Other,
+        }
+    }
+
+    /// This client checks the member's certificate before it sends a request.
+    fn is_before_sending(self) -> bool {
+        matches!(
+            self,
+            TlsFailure::UntrustedCertificate | TlsFailure::WrongName | TlsFailure::NotValidNow
+        )
+    }
+
+    /// What to check, for people (with the CLI's flags).
+    pub fn hint(self) -> &'static str {
+        match self {
+            TlsFailure::UntrustedCertificate => {
+                "the member's certificate is not signed by the CA this client trusts: check \
+                 that --cacert names the CA of the members' certificates"
+            }
+            TlsFailure::WrongName => {
+                "the member's certificate does not name the host this client dialed: dial a \
+                 name or address the certificate holds"
+            }
+            TlsFailure::NotValidNow => {
+                "the member's certificate has expired or is not valid yet: check its dates and \
+                 both machines' clocks"
+            }
+            TlsFailure::NotTls => {
+                "the endpoint does not speak TLS: is it a plaintext node (then give no \
+                 --cacert), or another service?"
+            }
+            TlsFailure::AlertReceived => {
+                "the member refused the session: check that --cert/--key are a certificate of \
+                 the cluster's client CA and its own key"
+            }
+            TlsFailure::Other => {
+                "check that --cacert names the CA of the members' certificates and --cert/--key \
+                 one of the client CA's"
+            }
+        }
+    }
+}
+
 impl From<RpcError> for Error {
     fn from(err: RpcError) -> Self {
         Error::Rpc(Box::new(err))
@@ -220,9 +300,9 @@ pub struct RpcError {
     /// The status came from the transport (an h2 or hyper error, a connection that broke), not
     /// from a server's answer.
     transport: bool,
-    /// The TLS session failed (a certificate refused by either side): nothing reached the
-    /// server's services.
-    tls_failure: bool,
+    /// The TLS session failed, and why: in the handshake (a certificate refused by either
+    /// side, a peer that does not speak TLS), nothing reached the server's services.
+    tls_failure: Option<TlsFailure>,
     /// The endpoint requires TLS and this client spoke plaintext: nothing was processed.
     plaintext_refused: bool,
 }
@@ -234,7 +314,7 @@ impl RpcError {
     /// connect is definite: the request was never sent.
     pub fn from_status(status: &Status, endpoint: impl Into<String>) -> Self {
         let mut connect_failure = false;
-        let mut tls_failure = false;
+        let mut tls_failure = None;
         let mut plaintext_refused = false;
         let mut io_kind = None;
         let mut cause = None;
@@ -246,15 +326,15 @@ impl RpcError {
             if let Some(io_err) = err.downcast_ref::<io::Error>() {
                 io_kind = Some(io_err.kind());
                 // An I/O error's `source` skips the error it wraps: look at it directly.
-                if io_err
+                if let Some(tls) = io_err
                     .get_ref()
-                    .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+                    .and_then(|inner| inner.downcast_ref::<rustls::Error>())
                 {
-                    tls_failure = true;
+                    tls_failure = Some(TlsFailure::of(tls));
                 }
             }
-            if err.downcast_ref::<rustls::Error>().is_some() {
-                tls_failure = true;
+            if let Some(tls) = err.downcast_ref::<rustls::Error>() {
+                tls_failure = Some(TlsFailure::of(tls));
             }
             let text = err.to_string();
             // A TLS port's answer to plaintext: the request was never processed.
@@ -267,7 +347,11 @@ impl RpcError {
         }
         let detail = zaris_proto::detail(status);
         let transport = status.source().is_some() && detail.is_none();
-        let outcome = if (connect_failure || tls_failure) && detail.is_none() {
+        // A certificate this client refused was refused before it sent anything; other TLS
+        // errors are definite only where the connection failed (in tonic's connector, where the
+        // handshake runs): an alert or a broken record later may come after the request.
+        let refused_before_sending = tls_failure.is_some_and(TlsFailure::is_before_sending);
+        let outcome = if (connect_failure || refused_before_sending) && detail.is_none() {
             Outcome::Definite
         } else {
             zaris_proto::outcome(status)
@@ -300,7 +384,7 @@ impl RpcError {
             io_kind: None,
             connect_failure: false,
             transport: true,
-            tls_failure: false,
+            tls_failure: None,
             plaintext_refused: false,
         }
     }
@@ -348,9 +432,14 @@ impl RpcError {
         self.connect_failure
     }
 
-    /// True if the TLS session failed: one side refused the other's certificate (the request
-    /// reached no service).
+    /// True if the TLS session failed: one side refused the other's certificate, or the
+    /// endpoint does not speak TLS ([`RpcError::tls_failure`] says which).
     pub fn is_tls_failure(&self) -> bool {
+        self.tls_failure.is_some()
+    }
+
+    /// Why the TLS session failed, if it did.
+    pub fn tls_failure(&self) -> Option<TlsFailure> {
         self.tls_failure
     }
 
@@ -404,11 +493,8 @@ impl fmt::Display for RpcError {
         {
             write!(f, ": {cause}")?;
         }
-        if self.tls_failure {
-            f.write_str(
-                " [TLS refused: check that --cacert names the CA of the servers' certificates \
-                 and --cert/--key one of the client CA's]",
-            )?;
+        if let Some(tls) = self.tls_failure {
+            write!(f, " [TLS refused: {}]", tls.hint())?;
         } else if self
             .cause
             .as_deref()

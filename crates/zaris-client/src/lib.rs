@@ -74,7 +74,7 @@ pub use client::{
 };
 pub use cluster::{Leader, Member as ClusterMember, MemberKind, NodeStatus, Role};
 pub use election::{Election, Incumbent, LeaderObserver, Leadership};
-pub use error::{Error, RpcError};
+pub use error::{Error, RpcError, TlsFailure};
 pub use keepalive::{ExpiredReason, LeaseState, MAX_IDS_PER_RENEWAL};
 pub use keepalive_stream::KeepAliveStream;
 pub use kv::{

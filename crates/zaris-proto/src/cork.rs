@@ -481,6 +481,17 @@ mod tests {
             Poll::Ready(Ok(n)) if n == half.len()
         ));
         assert_eq!(corked.waiting(), half.len(), "the first slice, waiting");
+        // What waits plus the slices would pass the bound: the first slice goes (through the
+        // drain), and the caller comes back with the rest.
+        assert!(matches!(
+            write_vectored(&mut corked, &[b"ab", &half]),
+            Poll::Ready(Ok(2))
+        ));
+        assert_eq!(corked.waiting(), half.len() + 2);
+        assert!(matches!(
+            write_vectored(&mut corked, &[]),
+            Poll::Ready(Ok(0))
+        ));
     }
 
     #[test]

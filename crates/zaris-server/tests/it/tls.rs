@@ -693,57 +693,166 @@ async fn a_dead_leader_is_found_dead_over_tls_peer_links_too() {
     cluster.shutdown().await;
 }
 
+/// A bare rustls acceptor on 127.0.0.1 with `files` standing in for a member, to see what its
+/// handshakes end with: its address, and the error (or success) of its first handshake. It
+/// accepts until dropped, so a client's retries find it and no other test's listener.
+struct BareMember {
+    address: String,
+    first: tokio::sync::oneshot::Receiver<String>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl BareMember {
+    async fn start(files: &CertFiles) -> BareMember {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&files.cert)
+            .expect("certificate file")
+            .collect::<Result<_, _>>()
+            .expect("certificate");
+        let key = PrivateKeyDer::from_pem_file(&files.key).expect("key");
+        let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .expect("server config");
+        let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address").to_string();
+        let (report, first) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            let mut report = Some(report);
+            while let Ok((tcp, _)) = listener.accept().await {
+                let seen = match acceptor.accept(tcp).await {
+                    Ok(_) => "handshake completed".to_owned(),
+                    Err(err) => err.to_string(),
+                };
+                if let Some(report) = report.take() {
+                    let _ = report.send(seen);
+                }
+            }
+        });
+        BareMember {
+            address,
+            first,
+            task,
+        }
+    }
+
+    /// What the first handshake ended with.
+    async fn first_handshake(self) -> String {
+        let seen = tokio::time::timeout(Duration::from_secs(10), self.first)
+            .await
+            .expect("a handshake ends")
+            .expect("the member reports");
+        self.task.abort();
+        seen
+    }
+}
+
+/// A put's error through a client with `tls`, which gives up after a second of retries.
+async fn put_failure(address: &str, tls: ClientTls) -> zaris_client::Error {
+    let options = ClientOptions::default()
+        .with_timeout(Duration::from_secs(1))
+        .with_tls(tls);
+    let client = Client::lazy([address], options).expect("client");
+    client
+        .put("tls/probe", "v", PutOptions::default())
+        .await
+        .expect_err("the put fails")
+}
+
 /// A client that refuses a member's certificate tells the member why, in a TLS alert, as
 /// rustls does without a cork: the member's log then names the reason ("received fatal alert")
 /// instead of an EOF. The alert is written just before the failed handshake drops the client's
-/// corked connection. A bare rustls acceptor stands in for the member, to see its error.
+/// corked connection, in the same vectored write as a ChangeCipherSpec. The client's error says
+/// which certificate to check, and that nothing was sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_refuses_the_member_certificate_sends_its_alert() {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-
     let dir = tempfile::tempdir().expect("tempdir");
     let cluster = Pki::new(dir.path(), "cluster");
     let stranger = Pki::new(dir.path(), "stranger");
-    let CertFiles { cert, key } = cluster.issue("node-1", &["127.0.0.1"]);
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert)
-        .expect("certificate file")
-        .collect::<Result<_, _>>()
-        .expect("certificate");
-    let key = PrivateKeyDer::from_pem_file(&key).expect("key");
-    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("protocol versions")
-    .with_no_client_auth()
-    .with_single_cert(chain, key)
-    .expect("server config");
-    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let member = BareMember::start(&cluster.issue("node-1", &["127.0.0.1"])).await;
+    let address = member.address.clone();
+
+    let error = put_failure(
+        &address,
+        ClientTls::from_ca_file(stranger.ca()).expect("CA"),
+    )
+    .await;
+    let seen = member.first_handshake().await;
+    assert!(
+        seen.contains("received fatal alert"),
+        "the member saw {seen:?}, not the client's alert (client: {error})"
+    );
+    let rpc = error.rpc().expect("an RPC error");
+    assert_eq!(
+        rpc.tls_failure(),
+        Some(zaris_client::TlsFailure::UntrustedCertificate),
+        "{error}"
+    );
+    assert!(error.is_definite(), "{error}");
+    assert!(error.to_string().contains("--cacert"), "{error}");
+}
+
+/// A member dialed by a name its certificate does not hold: the client says so, not "check
+/// the CA".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_certificate_without_the_dialed_name_is_named_as_such() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cluster = Pki::new(dir.path(), "cluster");
+    let member = BareMember::start(&cluster.issue("node-1", &["127.0.0.1"])).await;
+    let address = member.address.clone();
+    let tls = ClientTls::from_ca_file(cluster.ca())
+        .expect("CA")
+        .with_domain("node-9.zaris.test");
+    let error = put_failure(&address, tls).await;
+    let rpc = error.rpc().expect("an RPC error");
+    assert_eq!(
+        rpc.tls_failure(),
+        Some(zaris_client::TlsFailure::WrongName),
+        "{error}"
+    );
+    assert!(error.is_definite(), "{error}");
+    assert!(
+        error.to_string().contains("does not name the host"),
+        "{error}"
+    );
+    member.task.abort();
+}
+
+/// A TLS client against an endpoint that answers in plaintext HTTP/2 (a node without TLS
+/// sends its SETTINGS first): the client says the endpoint does not speak TLS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_client_against_a_plaintext_endpoint_is_told_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cluster = Pki::new(dir.path(), "cluster");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let address = listener.local_addr().expect("address").to_string();
-    let member = tokio::spawn(async move {
-        let (tcp, _) = listener.accept().await.expect("accept");
-        match acceptor.accept(tcp).await {
-            Ok(_) => "handshake completed".to_owned(),
-            Err(err) => err.to_string(),
+    let plaintext = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            // An empty HTTP/2 SETTINGS frame, as a plaintext server's connection starts.
+            let settings = [0u8, 0, 0, 4, 0, 0, 0, 0, 0];
+            let _ = tokio::io::AsyncWriteExt::write_all(&mut tcp, &settings).await;
+            open.push(tcp);
         }
     });
-
-    let tls = ClientTls::from_ca_file(stranger.ca()).expect("CA");
-    let error = put_error(&[address], Some(tls)).await;
-    assert!(
-        error.is_some(),
-        "a client trusting another CA must not talk to this member"
+    let error = put_failure(&address, ClientTls::from_ca_file(cluster.ca()).expect("CA")).await;
+    plaintext.abort();
+    let rpc = error.rpc().expect("an RPC error");
+    assert_eq!(
+        rpc.tls_failure(),
+        Some(zaris_client::TlsFailure::NotTls),
+        "{error}"
     );
-    let seen = tokio::time::timeout(Duration::from_secs(10), member)
-        .await
-        .expect("the member's handshake ends")
-        .expect("member task");
-    assert!(
-        seen.contains("received fatal alert"),
-        "the member saw {seen:?}, not the client's alert (client: {error:?})"
-    );
+    assert!(error.to_string().contains("does not speak TLS"), "{error}");
 }

@@ -596,18 +596,21 @@ pub(crate) fn describe_error(
             rpc.endpoint()
         );
     }
-    // The handshake failed before anything was sent: say why, and what to check (the I/O
-    // error's kind alone, "invalid data", would say nothing).
-    if let Some(rpc) = err
-        .rpc()
-        .filter(|rpc| rpc.is_tls_failure() && rpc.detail().is_none())
+    // Why a TLS session failed and what to check (the I/O error's kind alone, "invalid data",
+    // would say nothing). A client certificate the member refused comes as its answer instead.
+    if let Some(rpc) = err.rpc().filter(|rpc| rpc.detail().is_none())
+        && let Some(tls) = rpc.tls_failure()
     {
+        let sent = if err.is_definite() {
+            "; nothing was sent"
+        } else {
+            unknown_outcome
+        };
         return format!(
-            "TLS handshake with {} failed: {}; check that --cacert (ZARIS_CACERT) names the CA \
-             that signed the servers' certificates, and --cert/--key a certificate of the \
-             cluster's client CA (nothing was sent)",
+            "TLS with {} failed: {}; {}{sent}",
             rpc.endpoint(),
             rpc.cause().unwrap_or("refused"),
+            tls.hint(),
         );
     }
     if err.is_connect_failure() {

@@ -858,12 +858,15 @@ fn tls_from_the_command_line() {
     assert_eq!(json(&out)["kvs"][0]["value"], "v", "{out}");
 
     // The node's certificate is not of the CA this client trusts.
-    let (ok, _, err) = with(&file(&other, "ca.pem"), &["put", "tls/k", "w"]);
+    let (ok, _, err) = with(
+        &file(&other, "ca.pem"),
+        &["--timeout", "2s", "put", "tls/k", "w"],
+    );
     assert!(!ok);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.contains("TLS handshake with")
-            && err.contains("certificate")
+        err.contains(&format!("TLS with {addr} failed: invalid peer certificate"))
+            && err.contains("not signed by the CA this client trusts")
             && err.contains("--cacert")
             && err.contains("nothing was sent"),
         "{err}"
