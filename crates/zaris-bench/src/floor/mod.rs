@@ -227,14 +227,26 @@ pub fn follow(listener: &TcpListener, mut log: RingLog) -> anyhow::Result<()> {
         match read_frame(&mut entries, &mut frame) {
             Ok(Some(())) => {}
             Ok(None) => return Ok(()),
-            // A gRPC leader ends by being killed, with acknowledgements it never read: the
-            // kernel resets the connection rather than closing it.
-            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(()),
+            Err(e) if leader_gone(&e) => return Ok(()),
             Err(e) => return Err(e.into()),
         }
         log.append(&frame)?;
-        leader.write_all(&[1])?;
+        match leader.write_all(&[1]) {
+            Ok(()) => {}
+            Err(e) if leader_gone(&e) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
     }
+}
+
+/// A gRPC leader ends by being killed, with acknowledgements it never read: the kernel resets
+/// the connection rather than closing it, which a follower sees in its next read or in the
+/// acknowledgement it was writing.
+fn leader_gone(err: &io::Error) -> bool {
+    matches!(
+        err.kind(),
+        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+    )
 }
 
 /// The leader's side of the pipeline: its followers, its log, and what each has acknowledged.
