@@ -85,13 +85,68 @@ fn parse_switches(status: &str) -> u64 {
         .sum()
 }
 
+/// The machine's CPU time in clock ticks, all CPUs summed (`/proc/stat`): all of it, and what
+/// the hypervisor gave to other guests while this one had work (`steal`). A virtual machine whose
+/// host is busy loses cores to it, and every rate of that hour falls with it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostTime {
+    pub steal: u64,
+    pub total: u64,
+}
+
+impl HostTime {
+    /// The counters now; zero where `/proc/stat` cannot be read.
+    pub fn now() -> HostTime {
+        std::fs::read_to_string("/proc/stat")
+            .ok()
+            .and_then(|stat| parse_proc_stat(&stat))
+            .unwrap_or_default()
+    }
+
+    pub fn since(&self, before: &HostTime) -> HostTime {
+        HostTime {
+            steal: self.steal.saturating_sub(before.steal),
+            total: self.total.saturating_sub(before.total),
+        }
+    }
+
+    /// The share of the machine's time the host took, 0 to 1.
+    pub fn steal_share(&self) -> f64 {
+        if self.total == 0 {
+            return 0.0;
+        }
+        self.steal as f64 / self.total as f64
+    }
+}
+
+/// The `cpu` line: user, nice, system, idle, iowait, irq, softirq, steal, then guest times that
+/// `user` already counts.
+fn parse_proc_stat(stat: &str) -> Option<HostTime> {
+    let line = stat.lines().find(|line| line.starts_with("cpu "))?;
+    let ticks: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|field| field.parse().ok())
+        .collect::<Option<_>>()?;
+    Some(HostTime {
+        steal: *ticks.get(7)?,
+        total: ticks.iter().sum(),
+    })
+}
+
+/// Above this share of stolen time a run's rates are not the machine's own: the bench says so.
+pub const STEAL_WARNING_SHARE: f64 = 0.05;
+
 /// What a workload cost the servers' processes, and this process: the load client, which shares
 /// the machine's cores with them (on a 2-core machine a client that costs more leaves the servers
-/// less; both systems' clients are Rust gRPC clients in this process).
+/// less; both systems' clients are Rust gRPC clients in this process). And what the host took
+/// from the machine meanwhile.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Spent {
     pub servers: Cost,
     pub client: Cost,
+    pub host: HostTime,
 }
 
 /// Runs `workload` and returns what it measured with what it cost the processes `pids` and this
@@ -101,18 +156,48 @@ pub async fn costed(
     workload: impl Future<Output = anyhow::Result<Sample>>,
 ) -> anyhow::Result<(Sample, Spent)> {
     let me = [std::process::id()];
-    let (servers, client) = (Cost::of(pids), Cost::of(&me));
+    let (servers, client, host) = (Cost::of(pids), Cost::of(&me), HostTime::now());
     let sample = workload.await?;
     let spent = Spent {
         servers: Cost::of(pids).since(&servers),
         client: Cost::of(&me).since(&client),
+        host: HostTime::now().since(&host),
     };
+    if spent.host.steal_share() > STEAL_WARNING_SHARE {
+        println!(
+            "warning: the host took {:.0}% of this machine's CPU during that run (steal time): \
+             its rates are not this machine's; measure again when the host is quiet",
+            spent.host.steal_share() * 100.0
+        );
+    }
     Ok((sample, spent))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_host_steal_is_read_from_proc_stat() {
+        let stat = "cpu  100 5 50 800 10 1 4 30 7 0\ncpu0 50 2 25 400 5 0 2 15 3 0\nintr 1\n";
+        let host = parse_proc_stat(stat).expect("parsed");
+        assert_eq!(
+            host,
+            HostTime {
+                steal: 30,
+                total: 1000
+            },
+            "guest time is not counted twice"
+        );
+        let later = HostTime {
+            steal: 130,
+            total: 2000,
+        };
+        assert!((later.since(&host).steal_share() - 0.1).abs() < 1e-9);
+        assert_eq!(HostTime::default().steal_share(), 0.0);
+        assert_eq!(parse_proc_stat("cpu0 1 2 3\n"), None);
+        assert_eq!(parse_proc_stat("cpu  1 2 3\n"), None, "no steal field");
+    }
 
     #[test]
     fn the_counters_are_read_from_procfs_text() {

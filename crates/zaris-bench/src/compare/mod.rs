@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use tokio::sync::Mutex;
 
-use self::cost::{Spent, costed};
+use self::cost::{STEAL_WARNING_SHARE, Spent, costed};
 use self::etcd::EtcdCluster;
 use self::floor_target::FloorTarget;
 use self::rounds::{Better, Measured, Pair, alternating, median_pair, ratios_note};
@@ -451,13 +451,22 @@ fn per_request(
     (zaris, zaris_cost): (&Sample, &Spent),
     (etcd, etcd_cost): (&Sample, &Spent),
 ) -> String {
-    format!(
+    let mut text = format!(
         "per request: CPU {:.0} / {:.0} µs, context switches {:.1} / {:.1}",
         zaris_cost.servers.cpu_us_per(zaris),
         etcd_cost.servers.cpu_us_per(etcd),
         zaris_cost.servers.switches_per(zaris),
         etcd_cost.servers.switches_per(etcd),
-    )
+    );
+    let (zaris_steal, etcd_steal) = (zaris_cost.host.steal_share(), etcd_cost.host.steal_share());
+    if zaris_steal.max(etcd_steal) > STEAL_WARNING_SHARE {
+        text += &format!(
+            "; the host took {:.0}% / {:.0}% of the CPU (steal): not this machine's rates",
+            zaris_steal * 100.0,
+            etcd_steal * 100.0
+        );
+    }
+    text
 }
 
 fn ms(d: Duration) -> f64 {
