@@ -117,6 +117,11 @@ impl HostTime {
         }
         self.steal as f64 / self.total as f64
     }
+
+    /// The host took enough that a run's rates are not the machine's own.
+    pub fn disturbed(&self) -> bool {
+        self.steal_share() > STEAL_WARNING_SHARE
+    }
 }
 
 /// The `cpu` line: user, nice, system, idle, iowait, irq, softirq, steal, then guest times that
@@ -136,7 +141,7 @@ fn parse_proc_stat(stat: &str) -> Option<HostTime> {
 }
 
 /// Above this share of stolen time a run's rates are not the machine's own: the bench says so.
-pub const STEAL_WARNING_SHARE: f64 = 0.05;
+const STEAL_WARNING_SHARE: f64 = 0.05;
 
 /// What a workload cost the servers' processes, and this process: the load client, which shares
 /// the machine's cores with them (on a 2-core machine a client that costs more leaves the servers
@@ -163,7 +168,7 @@ pub async fn costed(
         client: Cost::of(&me).since(&client),
         host: HostTime::now().since(&host),
     };
-    if spent.host.steal_share() > STEAL_WARNING_SHARE {
+    if spent.host.disturbed() {
         println!(
             "warning: the host took {:.0}% of this machine's CPU during that run (steal time): \
              its rates are not this machine's; measure again when the host is quiet",
@@ -194,7 +199,12 @@ mod tests {
             total: 2000,
         };
         assert!((later.since(&host).steal_share() - 0.1).abs() < 1e-9);
+        assert!(
+            later.since(&host).disturbed(),
+            "10% is above the 5% flagged"
+        );
         assert_eq!(HostTime::default().steal_share(), 0.0);
+        assert!(!HostTime::default().disturbed());
         assert_eq!(parse_proc_stat("cpu0 1 2 3\n"), None);
         assert_eq!(parse_proc_stat("cpu  1 2 3\n"), None, "no steal field");
     }

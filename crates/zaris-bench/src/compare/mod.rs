@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use tokio::sync::Mutex;
 
-use self::cost::{STEAL_WARNING_SHARE, Spent, costed};
+use self::cost::{Spent, costed};
 use self::etcd::EtcdCluster;
 use self::floor_target::FloorTarget;
 use self::rounds::{Better, Measured, Pair, alternating, median_pair, ratios_note};
@@ -458,12 +458,11 @@ fn per_request(
         zaris_cost.servers.switches_per(zaris),
         etcd_cost.servers.switches_per(etcd),
     );
-    let (zaris_steal, etcd_steal) = (zaris_cost.host.steal_share(), etcd_cost.host.steal_share());
-    if zaris_steal.max(etcd_steal) > STEAL_WARNING_SHARE {
+    if zaris_cost.host.disturbed() || etcd_cost.host.disturbed() {
         text += &format!(
             "; the host took {:.0}% / {:.0}% of the CPU (steal): not this machine's rates",
-            zaris_steal * 100.0,
-            etcd_steal * 100.0
+            zaris_cost.host.steal_share() * 100.0,
+            etcd_cost.host.steal_share() * 100.0
         );
     }
     text
