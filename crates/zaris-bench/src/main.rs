@@ -111,7 +111,8 @@ pub(crate) struct Args {
     floor_followers: Vec<String>,
     /// Async worker threads of a gRPC floor leader: 1 (the default) runs everything, the rounds
     /// included, on one thread; more measures what a multi-threaded runtime's hand-offs add.
-    /// Floor nodes inherit it from the bench's environment.
+    /// The bench passes it to the floor nodes it starts; the `w2` floors always run their leader
+    /// on a Zaris node's count (one per core).
     #[arg(long, hide = true, env = "ZARIS_BENCH_FLOOR_WORKERS", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     floor_workers: u16,
 }

@@ -45,9 +45,11 @@ pub(crate) const COMPARE_WORKLOADS: &[&str] = &[
     "putopen",
     "grant16",
     "floorgrant16",
+    "floorgrant16w2",
     "keepalive8x64",
     "keepalive64x1",
     "floorka64",
+    "floorka64w2",
     "lock4",
     "floorlock4",
     "lock16",
@@ -55,6 +57,15 @@ pub(crate) const COMPARE_WORKLOADS: &[&str] = &[
     "populate1",
     "failover",
 ];
+/// Async workers of the node-shaped floors' gRPC leader (`floorgrant16w2`, `floorka64w2`): as
+/// many as a Zaris node runs (tokio's default, one per core: two on the development machine),
+/// so that the floor pays the runtime's hand-offs as a node does. The other floors run their
+/// leader on `--floor-workers` (default one thread).
+fn node_workers() -> u16 {
+    std::thread::available_parallelism()
+        .map_or(1, |cores| u16::try_from(cores.get()).unwrap_or(64))
+        .min(64)
+}
 /// Calls per second of the open-loop put workload: about what one closed-loop client makes on
 /// either system here, so that calls often overlap without queueing up.
 const OPEN_LOOP_RATE: u32 = 1_000;
@@ -108,15 +119,16 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
             .await?
         };
     }
-    // `floor_beside!(name, t => workload(t, ...))`: the workload on a fresh gRPC floor cluster
-    // (logs under `name-round`) for the first column and on etcd for the second, as `both!`.
+    // `floor_beside!(name, workers, t => workload(t, ...))`: the workload on a fresh gRPC floor
+    // cluster (logs under `name-round`, its leader on `workers` async threads) for the first
+    // column and on etcd for the second, as `both!`.
     macro_rules! floor_beside {
-        ($name:literal, $t:ident => $workload:expr) => {
+        ($name:literal, $workers:expr, $t:ident => $workload:expr) => {
             alternating(
                 rounds,
                 |round| {
                     let dir = root.path().join(format!("{}-{round}", $name));
-                    on_floor(dir, |floor| async move {
+                    on_floor(dir, $workers, |floor| async move {
                         let $t = &floor;
                         $workload.await
                     })
@@ -174,7 +186,9 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
                     rounds,
                     |round| {
                         let dir = root.path().join(format!("floorapi-{round}"));
-                        on_floor(dir, |f| floor::write_api_until(f.0, Instant::now() + seconds))
+                        on_floor(dir, args.floor_workers, |f| {
+                            floor::write_api_until(f.0, Instant::now() + seconds)
+                        })
                     },
                     |_| costed(&epids, puts(&e, 1, seconds)),
                 )
@@ -209,7 +223,15 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
                 "replication floor through gRPC, 16 clients group-committed, no Raft (column 1; \
                  etcd: lease grant, 16 clients)",
                 "(floor)",
-                floor_beside!("floorgrant16", t => grants(t, 16, seconds)),
+                floor_beside!("floorgrant16", args.floor_workers, t => grants(t, 16, seconds)),
+            )?);
+        }
+        if wants("floorgrant16w2") {
+            rows.push(throughput_row(
+                "replication floor through gRPC on a Zaris node's async workers (one per core), 16 \
+                 clients group-committed, no Raft (column 1; etcd: lease grant, 16 clients)",
+                "(floor)",
+                floor_beside!("floorgrant16w2", node_workers(), t => grants(t, 16, seconds)),
             )?);
         }
         if wants("keepalive8x64") {
@@ -231,7 +253,16 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
                 "replication floor through gRPC, 64 streams × 1 in flight, every message \
                  group-committed, no Raft (column 1; etcd: keepalive, 64 streams × 1)",
                 "(floor)",
-                floor_beside!("floorka64", t => keepalives(t, 64, 1, seconds)),
+                floor_beside!("floorka64", args.floor_workers, t => keepalives(t, 64, 1, seconds)),
+            )?);
+        }
+        if wants("floorka64w2") {
+            rows.push(throughput_row(
+                "replication floor through gRPC on a Zaris node's async workers (one per core), 64 \
+                 streams × 1 in flight, every message group-committed, no Raft (column 1; etcd: \
+                 keepalive, 64 streams × 1)",
+                "(floor)",
+                floor_beside!("floorka64w2", node_workers(), t => keepalives(t, 64, 1, seconds)),
             )?);
         }
         if wants("lock4") {
@@ -246,7 +277,7 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
                 "replication floor through gRPC, 4 clients, two group-committed rounds per cycle, \
                  no Raft (column 1; etcd: lock + unlock, 4 clients / 4 locks)",
                 "(floor)",
-                floor_beside!("floorlock4", t => locks(t, 4, 4, seconds)),
+                floor_beside!("floorlock4", args.floor_workers, t => locks(t, 4, 4, seconds)),
             )?);
         }
         if wants("lock16") {
@@ -316,12 +347,16 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
 
 /// Runs `workload` on a fresh floor cluster with a gRPC leader (logs under `dir`), and what it
 /// cost the floor's three processes.
-async fn on_floor<F, Fut>(dir: std::path::PathBuf, workload: F) -> anyhow::Result<Measured>
+async fn on_floor<F, Fut>(
+    dir: std::path::PathBuf,
+    workers: u16,
+    workload: F,
+) -> anyhow::Result<Measured>
 where
     F: FnOnce(FloorTarget) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<Sample>>,
 {
-    let cluster = FloorCluster::start_api(&dir).await?;
+    let cluster = FloorCluster::start_api(&dir, workers).await?;
     let fpids = cluster.pids();
     let measured = async {
         let target = FloorTarget(floor::channel(cluster.leader()).await?);

@@ -151,7 +151,7 @@ async fn commit_loop(group: Arc<GroupCommit>, pipeline: SharedPipeline) {
         for waiting in &round {
             push_frame(&mut entry, &waiting.entry);
         }
-        let replicated = blocking(|| replicate(&pipeline, &entry));
+        let replicated = round_off_the_workers(&pipeline, entry).await;
         for waiting in round {
             let outcome = replicated.clone().map(|_| {
                 committed += 1;
@@ -160,6 +160,22 @@ async fn commit_loop(group: Arc<GroupCommit>, pipeline: SharedPipeline) {
             // A caller that went away needs no answer.
             let _ = waiting.answer.send(outcome);
         }
+    }
+}
+
+/// Replicates a group-committed round. On the one-thread runtime it blocks that thread (nothing
+/// else could run meanwhile anyway); on a multi-threaded one it runs on a thread of its own while
+/// the committer waits, as a Zaris node's log appends run on its flusher thread, so the workers
+/// go on reading requests and no worker's queue has to move.
+async fn round_off_the_workers(pipeline: &SharedPipeline, entry: Vec<u8>) -> Result<u64, Status> {
+    match tokio::runtime::Handle::current().runtime_flavor() {
+        tokio::runtime::RuntimeFlavor::MultiThread => {
+            let pipeline = pipeline.clone();
+            tokio::task::spawn_blocking(move || replicate(&pipeline, &entry))
+                .await
+                .unwrap_or_else(|_| Err(Status::internal("a round panicked")))
+        }
+        _ => replicate(pipeline, &entry),
     }
 }
 

@@ -356,24 +356,27 @@ pub struct FloorCluster {
 impl FloorCluster {
     /// The pipeline with a plain TCP leader (`floor1`).
     pub async fn start(dir: &Path) -> anyhow::Result<Self> {
-        Self::start_as(dir, Role::Leader).await
+        Self::start_as(dir, Role::Leader, 1).await
     }
 
-    /// The pipeline with a gRPC leader (`floorapi1`).
-    pub async fn start_api(dir: &Path) -> anyhow::Result<Self> {
-        Self::start_as(dir, Role::ApiLeader).await
+    /// The pipeline with a gRPC leader (`floorapi1` and the group-committed floors) on an async
+    /// runtime of `workers` threads: one runs everything on one thread, two as a Zaris node
+    /// runs on this machine (one worker per core).
+    pub async fn start_api(dir: &Path, workers: u16) -> anyhow::Result<Self> {
+        Self::start_as(dir, Role::ApiLeader, workers).await
     }
 
-    async fn start_as(dir: &Path, leader_role: Role) -> anyhow::Result<Self> {
+    async fn start_as(dir: &Path, leader_role: Role, workers: u16) -> anyhow::Result<Self> {
         let exe = std::env::current_exe()?;
         let mut nodes = Vec::new();
         let mut followers = Vec::new();
         for name in ["a", "b"] {
-            let (child, port) = spawn(&exe, Role::Follower, &dir.join(name), &[]).await?;
+            let (child, port) = spawn(&exe, Role::Follower, &dir.join(name), &[], 1).await?;
             nodes.push(child);
             followers.push(format!("127.0.0.1:{port}"));
         }
-        let (child, port) = spawn(&exe, leader_role, &dir.join("leader"), &followers).await?;
+        let (child, port) =
+            spawn(&exe, leader_role, &dir.join("leader"), &followers, workers).await?;
         nodes.push(child);
         Ok(FloorCluster {
             nodes,
@@ -414,11 +417,14 @@ async fn spawn(
     role: Role,
     dir: &Path,
     followers: &[String],
+    workers: u16,
 ) -> anyhow::Result<(Child, u16)> {
     let mut command = Command::new(exe);
     command
         .args(["--floor-node", role.name(), "--floor-dir"])
         .arg(dir)
+        .arg("--floor-workers")
+        .arg(workers.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .kill_on_drop(true);
