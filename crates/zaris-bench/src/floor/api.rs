@@ -30,8 +30,9 @@ use proto::floor_server::{Floor, FloorServer};
 const STREAM_IN_FLIGHT: usize = 1_024;
 
 /// Serves `Floor` until killed (its followers then see their streams end), on one thread, or on
-/// a multi-threaded runtime of `workers` (a measurement of what its hand-offs add: a round then
-/// blocks one worker, and the others go on reading requests meanwhile).
+/// a multi-threaded runtime of `workers` (a measurement of what its hand-offs add: a
+/// group-committed round then runs on a thread of its own, a unary `Write` blocks its worker,
+/// and the other workers go on reading requests meanwhile).
 pub fn serve(listener: TcpListener, pipeline: Pipeline, workers: usize) -> anyhow::Result<()> {
     let runtime = if workers > 1 {
         tokio::runtime::Builder::new_multi_thread()
