@@ -41,6 +41,7 @@ pub(crate) const COMPARE_WORKLOADS: &[&str] = &[
     "put1",
     "floor1",
     "floorapi1",
+    "floorput1w2",
     "put16",
     "putopen",
     "grant16",
@@ -57,7 +58,8 @@ pub(crate) const COMPARE_WORKLOADS: &[&str] = &[
     "populate1",
     "failover",
 ];
-/// Async workers of the node-shaped floors' gRPC leader (`floorgrant16w2`, `floorka64w2`): as
+/// Async workers of the node-shaped floors' gRPC leader (`floorput1w2`, `floorgrant16w2`,
+/// `floorka64w2`): as
 /// many as a Zaris node runs (tokio's default, one per core: two on the development machine),
 /// so that the floor pays the runtime's hand-offs as a node does. The other floors run their
 /// leader on `--floor-workers` (default one thread).
@@ -193,6 +195,15 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
                     |_| costed(&epids, puts(&e, 1, seconds)),
                 )
                 .await?,
+            )?);
+        }
+        if wants("floorput1w2") {
+            rows.push(throughput_row(
+                "replication floor through gRPC on a Zaris node's async workers (one per core), 1 \
+                 client, each write a group-committed round, no Raft (column 1; etcd: put with \
+                 lease, 1 client)",
+                "(floor)",
+                floor_beside!("floorput1w2", node_workers(), t => puts(t, 1, seconds)),
             )?);
         }
         if wants("put16") {
