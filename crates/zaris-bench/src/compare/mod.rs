@@ -59,10 +59,9 @@ pub(crate) const COMPARE_WORKLOADS: &[&str] = &[
     "failover",
 ];
 /// Async workers of the node-shaped floors' gRPC leader (`floorput1w2`, `floorgrant16w2`,
-/// `floorka64w2`): as
-/// many as a Zaris node runs (tokio's default, one per core: two on the development machine),
-/// so that the floor pays the runtime's hand-offs as a node does. The other floors run their
-/// leader on `--floor-workers` (default one thread).
+/// `floorka64w2`): as many as a Zaris node runs (tokio's default, one per core: two on the
+/// development machine), so that the floor pays the runtime's hand-offs as a node does. The
+/// other floors run their leader on `--floor-workers` (default one thread).
 fn node_workers() -> u16 {
     std::thread::available_parallelism()
         .map_or(1, |cores| u16::try_from(cores.get()).unwrap_or(64))
